@@ -1,0 +1,42 @@
+EXTENSION = ratelimit
+EXTVERSION = 0.1.0
+
+MODULE_big = ratelimit
+OBJS = \
+	src/ratelimit.o \
+	src/state_cache.o \
+	src/store_direct.o \
+	src/store_spi.o \
+	src/token_bucket_sql.o \
+	src/core/token_bucket.o
+
+DATA = $(wildcard sql/$(EXTENSION)--*.sql)
+
+REGRESS = $(filter-out $(EXTENSION)--%,$(patsubst sql/%.sql,%,$(wildcard sql/*.sql)))
+REGRESS_OPTS = --inputdir=. --load-extension=$(EXTENSION)
+
+PG_CPPFLAGS = -I$(srcdir)/src
+PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Werror
+PG_CXXFLAGS = -std=c++17 -Wno-register -Wall -Wextra -Werror
+SHLIB_LINK = -lstdc++
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+# The LLVM bitcode step compiles C++ with clang: give it the same standard.
+COMPILE.cxx.bc = $(CLANG) -xc++ -std=c++17 -Wno-ignored-attributes $(BITCODE_CXXFLAGS) $(CPPFLAGS) -flto=thin -emit-llvm -c
+
+# ---- GoogleTest unit tests of src/core (no server needed) ----
+CORE_SRCS = $(wildcard src/core/*.cpp)
+UNIT_SRCS = $(wildcard test/unit/*.cpp)
+
+test/unit/run_unit_tests: $(CORE_SRCS) $(UNIT_SRCS) $(wildcard src/core/*.h)
+	$(CXX) -std=c++17 -O1 -g -Wall -Wextra -Werror -Isrc -o $@ $(CORE_SRCS) $(UNIT_SRCS) -lgtest -lgtest_main -pthread
+
+unit: test/unit/run_unit_tests
+	test/unit/run_unit_tests
+
+EXTRA_CLEAN = test/unit/run_unit_tests results regression.diffs regression.out
+
+.PHONY: unit

@@ -1,0 +1,121 @@
+# Shared by scripts/demo.sh, scripts/test.sh and test/bench/run.sh.
+# Installs what is missing, builds, and runs throwaway PostgreSQL clusters
+# inside the repository (.cluster/, git-ignored) on free loopback ports.
+
+RL_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+RL_PG_VERSION=15
+RL_PG_BIN=/usr/lib/postgresql/$RL_PG_VERSION/bin
+
+rl_log() { printf '==> %s\n' "$*" >&2; }
+rl_die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+# Runs a command as root: directly when we are root, else through sudo.
+rl_as_root() {
+	if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+RL_PACKAGES=(
+	make gcc g++ clang-14 llvm-14
+	postgresql-$RL_PG_VERSION postgresql-server-dev-$RL_PG_VERSION
+	postgresql-$RL_PG_VERSION-cron postgresql-$RL_PG_VERSION-pgtap
+	libtap-parser-sourcehandler-pgtap-perl
+	libgtest-dev
+)
+
+# Installs the Debian packages in "$@" (default: RL_PACKAGES) that are missing.
+rl_install_packages() {
+	local wanted=("$@") missing=() p
+	[ ${#wanted[@]} -gt 0 ] || wanted=("${RL_PACKAGES[@]}")
+	for p in "${wanted[@]}"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	rl_log "installing: ${missing[*]}"
+	rl_as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null
+	rl_as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+		-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
+		"${missing[@]}" >/dev/null
+}
+
+rl_build_install() {
+	rl_log "building and installing the extension"
+	make -C "$RL_ROOT" -s PG_CONFIG="$RL_PG_BIN/pg_config" >/dev/null
+	rl_as_root make -C "$RL_ROOT" -s install PG_CONFIG="$RL_PG_BIN/pg_config" >/dev/null
+}
+
+# The OS user that runs clusters: PostgreSQL refuses to run as root.
+rl_cluster_user() {
+	if [ "$(id -u)" -eq 0 ]; then echo postgres; else id -un; fi
+}
+
+rl_as_cluster_user() {
+	local user; user=$(rl_cluster_user)
+	if [ "$(id -un)" = "$user" ]; then "$@"; else runuser -u "$user" -- "$@"; fi
+}
+
+rl_free_port() {
+	local port
+	for _ in $(seq 1 200); do
+		port=$(( 20000 + RANDOM % 30000 ))
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+			echo "$port"; return 0
+		fi
+	done
+	rl_die "no free port found"
+}
+
+# The cluster user must be able to reach the data directory inside the repo.
+rl_allow_traverse() {
+	local dir=$1
+	while [ "$dir" != "/" ]; do
+		if ! rl_as_cluster_user test -x "$dir"; then
+			rl_log "granting search permission on $dir to $(rl_cluster_user)"
+			rl_as_root chmod o+x "$dir"
+		fi
+		dir=$(dirname "$dir")
+	done
+}
+
+# rl_cluster_start NAME [extra postgresql.conf lines...]
+# Sets PGHOST, PGPORT, PGUSER, RL_PGDATA, RL_CLUSTER_DIR.
+rl_cluster_start() {
+	local name=$1; shift
+	RL_CLUSTER_DIR=$RL_ROOT/.cluster/$name
+	RL_PGDATA=$RL_CLUSTER_DIR/data
+	rl_as_root rm -rf "$RL_CLUSTER_DIR"
+	mkdir -p "$RL_CLUSTER_DIR"
+	rl_as_root chown "$(rl_cluster_user)" "$RL_CLUSTER_DIR"
+	rl_allow_traverse "$RL_CLUSTER_DIR"
+	rl_as_cluster_user "$RL_PG_BIN/initdb" -D "$RL_PGDATA" -U postgres -A trust \
+		--no-sync -E UTF8 --locale=C.UTF-8 >"$RL_CLUSTER_DIR/initdb.log" 2>&1 \
+		|| { cat "$RL_CLUSTER_DIR/initdb.log" >&2; rl_die "initdb failed"; }
+	export PGPORT; PGPORT=$(rl_free_port)
+	export PGHOST=127.0.0.1 PGUSER=postgres
+	{
+		echo "port = $PGPORT"
+		echo "listen_addresses = '127.0.0.1'"
+		echo "unix_socket_directories = ''"
+		echo "shared_preload_libraries = 'pg_cron'"
+		echo "cron.database_name = 'postgres'"
+		echo "max_prepared_transactions = 10"
+		echo "logging_collector = off"
+		local line
+		for line in "$@"; do echo "$line"; done
+	} | rl_as_cluster_user tee -a "$RL_PGDATA/postgresql.conf" >/dev/null
+	rl_cluster_ctl start -w -t 60 -l "$RL_CLUSTER_DIR/server.log" >/dev/null \
+		|| { cat "$RL_CLUSTER_DIR/server.log" >&2; rl_die "server did not start"; }
+	rl_log "cluster '$name' running on 127.0.0.1:$PGPORT (data in $RL_PGDATA)"
+}
+
+rl_cluster_ctl() {
+	rl_as_cluster_user "$RL_PG_BIN/pg_ctl" -D "$RL_PGDATA" "$@"
+}
+
+rl_cluster_stop() {
+	[ -n "${RL_PGDATA:-}" ] && [ -f "$RL_PGDATA/postmaster.pid" ] || return 0
+	rl_cluster_ctl stop -m fast -w >/dev/null 2>&1 || rl_cluster_ctl stop -m immediate -w >/dev/null 2>&1 || true
+}
+
+rl_psql() {
+	"$RL_PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 "$@"
+}

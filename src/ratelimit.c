@@ -1,0 +1,222 @@
+/*
+ * ratelimit.c -- module initialisation, settings, the decision clock and
+ * argument checks shared by every SQL entry point.
+ */
+#include "ratelimit.h"
+
+#include "access/table.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_am_d.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/datetime.h"
+#include "utils/guc.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+
+#include "store.h"
+
+PG_MODULE_MAGIC;
+
+int			rl_table_access = RL_TABLE_ACCESS_AUTO;
+
+static char *rl_now_override_text = NULL;
+static bool rl_now_is_overridden = false;
+static TimestampTz rl_now_override_value = 0;
+
+static const struct config_enum_entry table_access_options[] = {
+	{"auto", RL_TABLE_ACCESS_AUTO, false},
+	{"direct", RL_TABLE_ACCESS_DIRECT, false},
+	{"spi", RL_TABLE_ACCESS_SPI, false},
+	{NULL, 0, false}
+};
+
+void		_PG_init(void);
+
+/*
+ * Parses a timestamptz without raising: GUC check hooks must report bad
+ * values through their return code.
+ */
+static bool
+ParseTimestampTz(const char *str, TimestampTz *result)
+{
+	char		workbuf[MAXDATELEN + MAXDATEFIELDS];
+	char	   *field[MAXDATEFIELDS];
+	int			ftype[MAXDATEFIELDS];
+	int			nf;
+	int			dtype;
+	struct pg_tm tt;
+	fsec_t		fsec;
+	int			tz;
+
+	if (ParseDateTime(str, workbuf, sizeof(workbuf), field, ftype,
+					  MAXDATEFIELDS, &nf) != 0)
+		return false;
+	if (DecodeDateTime(field, ftype, nf, &dtype, &tt, &fsec, &tz) != 0)
+		return false;
+	if (dtype != DTK_DATE)
+		return false;			/* infinity, epoch and friends make no clock */
+	return tm2timestamp(&tt, fsec, &tz, result) == 0;
+}
+
+static bool
+CheckNowOverride(char **newval, void **extra, GucSource source)
+{
+	TimestampTz parsed;
+	TimestampTz *stored;
+
+	if (*newval == NULL || (*newval)[0] == '\0')
+		return true;
+	if (!ParseTimestampTz(*newval, &parsed))
+	{
+		GUC_check_errdetail("\"%s\" is not a finite timestamp with time zone.", *newval);
+		return false;
+	}
+	/* PostgreSQL 15 frees GUC extra data with free(). */
+	stored = malloc(sizeof(TimestampTz));
+	if (stored == NULL)
+		return false;
+	*stored = parsed;
+	*extra = stored;
+	return true;
+}
+
+static void
+AssignNowOverride(const char *newval, void *extra)
+{
+	rl_now_is_overridden = (extra != NULL);
+	if (extra != NULL)
+		rl_now_override_value = *(TimestampTz *) extra;
+}
+
+TimestampTz
+RlNow(void)
+{
+	if (rl_now_is_overridden)
+		return rl_now_override_value;
+	/* The moment of the call, not of the transaction's start. */
+	return GetCurrentTimestamp();
+}
+
+void
+RlRequireNotNull(FunctionCallInfo fcinfo, int argno, const char *argname)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be null", argname)));
+}
+
+text *
+RlCheckedKey(FunctionCallInfo fcinfo, int argno, const char *argname)
+{
+	text	   *key;
+	int			len;
+
+	RlRequireNotNull(fcinfo, argno, argname);
+	key = PG_GETARG_TEXT_PP(argno);
+	len = VARSIZE_ANY_EXHDR(key);
+	if (len == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must not be empty", argname)));
+	if (len > RL_MAX_KEY_BYTES)
+		ereport(ERROR,
+				(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
+				 errmsg("%s is too long", argname),
+				 errdetail("The %s is %d bytes; the limit is %d bytes.",
+						   argname, len, RL_MAX_KEY_BYTES),
+				 errhint("Hash long keys, e.g. with md5(), before passing them.")));
+	return key;
+}
+
+/* ---- the state table, looked up once per backend ---- */
+
+static RlStateTable state_table;
+static bool state_table_valid = false;
+
+static void
+InvalidateStateTable(Datum arg, Oid relid)
+{
+	if (relid == InvalidOid || relid == state_table.relid)
+		state_table_valid = false;
+}
+
+const RlStateTable *
+RlGetStateTable(void)
+{
+	if (!state_table_valid)
+	{
+		Oid			nsp = get_namespace_oid(RL_INTERNAL_SCHEMA, true);
+		Oid			relid = OidIsValid(nsp) ? get_relname_relid("token_bucket", nsp) : InvalidOid;
+		Relation	rel;
+
+		if (!OidIsValid(relid))
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_TABLE),
+					 errmsg("ratelimit state table \"%s.token_bucket\" does not exist",
+							RL_INTERNAL_SCHEMA),
+					 errhint("Run CREATE EXTENSION ratelimit in this database.")));
+		rel = table_open(relid, AccessShareLock);
+		state_table.relid = relid;
+		state_table.owner = rel->rd_rel->relowner;
+		state_table.is_heap = (rel->rd_rel->relam == HEAP_TABLE_AM_OID);
+		table_close(rel, AccessShareLock);
+		state_table_valid = true;
+	}
+	return &state_table;
+}
+
+const RlStoreOps *
+RlTableStore(void)
+{
+	const RlStateTable *table = RlGetStateTable();
+
+	switch (rl_table_access)
+	{
+		case RL_TABLE_ACCESS_DIRECT:
+			if (!table->is_heap)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("ratelimit.table_access = direct needs a heap state table"),
+						 errhint("Set ratelimit.table_access to auto or spi.")));
+			return &RlDirectStore;
+		case RL_TABLE_ACCESS_SPI:
+			return &RlSpiStore;
+		default:
+			return table->is_heap ? &RlDirectStore : &RlSpiStore;
+	}
+}
+
+void
+_PG_init(void)
+{
+	DefineCustomStringVariable("ratelimit.now_override",
+							   "Fixes the time every rate-limit decision sees (tests only).",
+							   "A timestamp with time zone; empty means the real clock.",
+							   &rl_now_override_text,
+							   "",
+							   PGC_SUSET,
+							   0,
+							   CheckNowOverride,
+							   AssignNowOverride,
+							   NULL);
+
+	DefineCustomEnumVariable("ratelimit.table_access",
+							 "How the table store reaches its state table.",
+							 "auto: the planner-free path on heap tables, SPI otherwise; "
+							 "direct: always the planner-free path; spi: always SPI.",
+							 &rl_table_access,
+							 RL_TABLE_ACCESS_AUTO,
+							 table_access_options,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	MarkGUCPrefixReserved("ratelimit");
+
+	CacheRegisterRelcacheCallback(InvalidateStateTable, (Datum) 0);
+	RlStateCacheInit();
+}

@@ -1,0 +1,39 @@
+/*
+ * ratelimit.h -- declarations shared by the PostgreSQL side of ratelimit.
+ */
+#ifndef RATELIMIT_H
+#define RATELIMIT_H
+
+#include "postgres.h"
+
+#include "utils/timestamp.h"
+
+/* Keys longer than this are refused; it keeps every key indexable. */
+#define RL_MAX_KEY_BYTES 1024
+
+/* The schema that holds internal state; never on a user's search_path. */
+#define RL_INTERNAL_SCHEMA "ratelimit"
+
+/* ratelimit.table_access */
+typedef enum RlTableAccess
+{
+	RL_TABLE_ACCESS_AUTO,
+	RL_TABLE_ACCESS_DIRECT,
+	RL_TABLE_ACCESS_SPI
+} RlTableAccess;
+
+extern int	rl_table_access;
+
+/* The decision clock: ratelimit.now_override when set, else the wall clock. */
+extern TimestampTz RlNow(void);
+
+/* Refuses NULL, empty and over-long keys with a precise SQLSTATE. */
+extern text *RlCheckedKey(FunctionCallInfo fcinfo, int argno, const char *argname);
+
+/* Raises 22004 when a required argument is NULL. */
+extern void RlRequireNotNull(FunctionCallInfo fcinfo, int argno, const char *argname);
+
+/* Transaction-scoped state cache (state_cache.c). */
+extern void RlStateCacheInit(void);
+
+#endif							/* RATELIMIT_H */

@@ -1,0 +1,71 @@
+/*
+ * store.h -- one storage interface for per-key rate-limit state.
+ *
+ * A store keeps one row per key.  The algorithms never see a store: the
+ * transaction cache (state_cache.c) reads a key's row, lets the algorithm
+ * compute the new state, and writes it back through these operations.
+ *
+ * Back ends: the planner-free path over the executor's single-row
+ * primitives (store_direct.c, heap tables only) and SPI with saved plans
+ * (store_spi.c, any table access method: YugabyteDB, Citus shards).
+ */
+#ifndef RL_STORE_H
+#define RL_STORE_H
+
+#include "postgres.h"
+
+#include "storage/itemptr.h"
+#include "utils/timestamp.h"
+
+/* The stored state of one key. */
+typedef struct RlStateRow
+{
+	double		tokens;
+	TimestampTz stamp;
+} RlStateRow;
+
+/* Where a fetched or written row is, as far as the back end needs to know. */
+typedef struct RlRowRef
+{
+	ItemPointerData tid;		/* direct path: the row version we saw or wrote */
+	bool		locked;			/* this transaction holds the row against others */
+} RlRowRef;
+
+typedef struct RlStoreOps
+{
+	const char *name;
+
+	/* Reads key's row into *row; false when the key has none. */
+	bool		(*fetch) (text *key, RlStateRow *row, RlRowRef *ref);
+
+	/*
+	 * Creates key's row; false when a concurrent transaction created it first
+	 * (the caller fetches again).  On success the row is locked.
+	 */
+	bool		(*insert) (text *key, const RlStateRow *row, RlRowRef *ref);
+
+	/*
+	 * Replaces the row last fetched or written through ref; false when a
+	 * concurrent transaction changed it since the fetch (the caller fetches
+	 * again).  On success the row is locked.
+	 */
+	bool		(*replace) (text *key, const RlStateRow *row, RlRowRef *ref);
+} RlStoreOps;
+
+extern const RlStoreOps RlDirectStore;
+extern const RlStoreOps RlSpiStore;
+
+/* The back end chosen by ratelimit.table_access for the state table. */
+extern const RlStoreOps *RlTableStore(void);
+
+/* OID and properties of ratelimit.token_bucket, cached per backend. */
+typedef struct RlStateTable
+{
+	Oid			relid;
+	Oid			owner;
+	bool		is_heap;
+} RlStateTable;
+
+extern const RlStateTable *RlGetStateTable(void);
+
+#endif							/* RL_STORE_H */

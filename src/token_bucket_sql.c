@@ -1,0 +1,106 @@
+/*
+ * token_bucket_sql.c -- rl_token_bucket(id, rate, window, cost), SPEC 2.1.
+ */
+#include "ratelimit.h"
+
+#include "fmgr.h"
+#include "miscadmin.h"
+
+#include "core/rl_core.h"
+#include "state_cache.h"
+
+PG_FUNCTION_INFO_V1(rl_token_bucket);
+
+typedef struct TokenBucketCall
+{
+	RlTokenBucketLimit limit;
+	int64		cost;
+	TimestampTz now;
+	RlTokenBucketDecision decision;
+} TokenBucketCall;
+
+static bool
+DecideTokenBucket(const RlStateRow *prior, RlStateRow *next, void *arg)
+{
+	TokenBucketCall *call = (TokenBucketCall *) arg;
+	RlTokenBucketState prior_state;
+
+	if (prior != NULL)
+	{
+		prior_state.tokens = prior->tokens;
+		prior_state.stamp_us = prior->stamp;
+	}
+	call->decision = rl_token_bucket_take(prior != NULL ? &prior_state : NULL,
+										  call->now, &call->limit, call->cost);
+	next->tokens = call->decision.next.tokens;
+	next->stamp = call->decision.next.stamp_us;
+	return call->decision.state_changed;
+}
+
+static void
+ReportTokenBucketError(RlParamError error, double rate, double window, int64 cost)
+{
+	switch (error)
+	{
+		case RL_PARAM_OK:
+			return;
+		case RL_PARAM_RATE_INVALID:
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("rate must be a finite number greater than zero"),
+					 errdetail("rate is %g.", rate)));
+			break;
+		case RL_PARAM_WINDOW_INVALID:
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("window must be a finite number of seconds greater than zero"),
+					 errdetail("window is %g.", window)));
+			break;
+		case RL_PARAM_CAPACITY_OVERFLOW:
+			ereport(ERROR,
+					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+					 errmsg("bucket capacity rate * window is out of range"),
+					 errdetail("rate %g * window %g exceeds %.0f tokens.",
+							   rate, window, RL_MAX_CAPACITY)));
+			break;
+		case RL_PARAM_COST_NEGATIVE:
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("cost must not be negative"),
+					 errdetail("cost is " INT64_FORMAT ".", cost)));
+			break;
+		case RL_PARAM_COST_ABOVE_CAPACITY:
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("cost exceeds the bucket capacity"),
+					 errdetail("cost is " INT64_FORMAT "; capacity rate * window is %g.",
+							   cost, rate * window),
+					 errhint("Such a call could never be admitted.")));
+			break;
+	}
+}
+
+Datum
+rl_token_bucket(PG_FUNCTION_ARGS)
+{
+	TokenBucketCall call;
+	text	   *key;
+	double		rate;
+	double		window;
+
+	key = RlCheckedKey(fcinfo, 0, "id");
+	RlRequireNotNull(fcinfo, 1, "rate");
+	RlRequireNotNull(fcinfo, 2, "window");
+	RlRequireNotNull(fcinfo, 3, "cost");
+	rate = PG_GETARG_FLOAT8(1);
+	window = PG_GETARG_FLOAT8(2);
+	call.cost = PG_GETARG_INT32(3);
+
+	ReportTokenBucketError(rl_token_bucket_limit(rate, window, call.cost, &call.limit),
+						   rate, window, call.cost);
+	PreventCommandIfReadOnly("rl_token_bucket()");
+
+	call.now = RlNow();
+	RlStateUpdate(key, DecideTokenBucket, &call);
+	PG_RETURN_INT64(call.decision.remaining);
+}
