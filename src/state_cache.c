@@ -20,6 +20,7 @@
 #include "common/hashfn.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
+#include "utils/snapmgr.h"
 
 #include "state_cache.h"
 
@@ -213,6 +214,8 @@ FlushCache(void)
 
 	if (cache == NULL || cache_context == NULL)
 		return;
+	/* Commit runs outside any portal: SPI needs a snapshot to run under. */
+	PushActiveSnapshot(GetTransactionSnapshot());
 	hash_seq_init(&status, cache);
 	while ((entry = hash_seq_search(&status)) != NULL)
 	{
@@ -222,6 +225,7 @@ FlushCache(void)
 			elog(ERROR, "rate-limit state row vanished while locked");
 		entry->dirty = false;
 	}
+	PopActiveSnapshot();
 }
 
 static void

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Runs every test suite against a throwaway cluster and ends with one line
+# "N passed, N failed".  Installs missing packages, builds and installs the
+# extension first.  Exit status is non-zero when anything failed.
+#
+#   GoogleTest  test/unit/           the C++ core, no server
+#   pg_regress  sql/ + expected/     make installcheck        } once per
+#   isolation   test/isolation/      pg_isolation_regress     } access path:
+#   pgTAP       test/pgtap/          pg_prove                 } direct, spi
+#   fault       test/fault/          restarts, crash, SIGKILL }
+#   load        test/load/           pgbench on one key       }
+set -uo pipefail
+source "$(dirname "$0")/lib.sh"
+cd "$RL_ROOT"
+
+rl_install_packages
+rl_build_install
+
+RESULTS=$RL_ROOT/results
+rm -rf "$RESULTS"; mkdir -p "$RESULTS"
+total_passed=0 total_failed=0
+summary=()
+
+# record SUITE PASSED FAILED STATUS: a suite that exits non-zero without a
+# counted failure (it could not run) counts as one failure.
+record() {
+	local suite=$1 passed=$2 failed=$3 status=$4
+	if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi
+	if [ "$passed" -eq 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi	# ran nothing
+	total_passed=$((total_passed + passed)); total_failed=$((total_failed + failed))
+	summary+=("$(printf '%-28s %5d passed, %d failed' "$suite" "$passed" "$failed")")
+	printf '%s: %d passed, %d failed\n' "$suite" "$passed" "$failed"
+}
+
+count() { grep -cE "$1" "$2" || true; }
+
+run_unit() {
+	local log=$RESULTS/unit.log status
+	make -s unit >"$log" 2>&1; status=$?
+	local passed failed
+	passed=$(count '^\[       OK \]' "$log")
+	failed=$(count '^\[  FAILED  \] [A-Za-z].*\(' "$log")
+	[ "$status" -eq 0 ] || tail -40 "$log"
+	record "googletest" "$passed" "$failed" "$status"
+}
+
+# Suites that print "... ok" / "... FAILED" per test (pg_regress family).
+run_regress_like() {
+	local suite=$1 log=$2; shift 2
+	local status
+	"$@" >"$log" 2>&1; status=$?
+	local passed failed
+	passed=$(count '\.\.\. ok' "$log")
+	failed=$(count '\.\.\. FAILED' "$log")
+	if [ "$status" -ne 0 ]; then
+		tail -20 "$log"
+		for diffs in "$RL_ROOT/regression.diffs" "$RESULTS"/*/regression.diffs; do
+			[ -s "$diffs" ] && head -80 "$diffs"
+		done
+	fi
+	record "$suite" "$passed" "$failed" "$status"
+}
+
+run_pgtap() {
+	local access=$1 log=$RESULTS/pgtap-$access.log db=rl_pgtap status
+	rl_psql -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db" >/dev/null
+	rl_psql -d $db -c 'CREATE EXTENSION pgtap' -c 'CREATE EXTENSION ratelimit' >/dev/null
+	pg_prove -v -h "$PGHOST" -p "$PGPORT" -U "$PGUSER" -d $db test/pgtap/*.sql >"$log" 2>&1; status=$?
+	local passed failed skipped
+	skipped=$(count '^ *ok [0-9]+ .*# (SKIP|skip)' "$log")
+	passed=$(( $(count '^ *ok [0-9]+' "$log") - skipped ))
+	failed=$(count '^ *not ok [0-9]+' "$log")
+	[ "$skipped" -eq 0 ] || echo "pgTAP ($access): $skipped skipped (not counted as passed)"
+	[ "$status" -eq 0 ] || grep -E '^ *not ok|^#|Failed|Dubious' "$log" | head -60
+	record "pgtap ($access)" "$passed" "$failed" "$status"
+}
+
+run_tap_script() {
+	local suite=$1 log=$2; shift 2
+	local status
+	"$@" >"$log" 2>&1; status=$?
+	[ "$status" -eq 0 ] || cat "$log"
+	record "$suite" "$(count '^ok ' "$log")" "$(count '^not ok ' "$log")" "$status"
+}
+
+run_unit
+
+trap 'rl_cluster_stop' EXIT
+rl_cluster_start test "fsync = off"
+
+ISOLATION_SPECS=$(cd test/isolation/specs && ls *.spec | sed 's/\.spec$//')
+PG_ISOLATION_REGRESS=$("$RL_PG_BIN/pg_config" --pkglibdir)/pgxs/src/test/isolation/pg_isolation_regress
+
+for access in direct spi; do
+	export PGOPTIONS="-c ratelimit.table_access=$access"
+	seen=$(rl_psql -d postgres -tA -c "LOAD 'ratelimit'" -c 'SHOW ratelimit.table_access')
+	[ "$seen" = "$access" ] || rl_die "ratelimit.table_access is '$seen', expected '$access'"
+	echo "---- access path: $access"
+
+	run_regress_like "pg_regress ($access)" "$RESULTS/regress-$access.log" \
+		make -s installcheck PG_CONFIG="$RL_PG_BIN/pg_config"
+	# shellcheck disable=SC2086
+	run_regress_like "isolation ($access)" "$RESULTS/isolation-$access.log" \
+		"$PG_ISOLATION_REGRESS" --inputdir=test/isolation --outputdir="$RESULTS/isolation-$access" \
+		--load-extension=ratelimit $ISOLATION_SPECS
+	run_pgtap "$access"
+	run_tap_script "load ($access)" "$RESULTS/load-$access.log" bash test/load/concurrency.sh 2 3
+	run_tap_script "fault ($access)" "$RESULTS/fault-$access.log" bash test/fault/crash_restart.sh
+done
+
+echo
+printf '%s\n' "${summary[@]}"
+echo "$total_passed passed, $total_failed failed"
+[ "$total_failed" -eq 0 ]

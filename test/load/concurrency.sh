@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Load test: pgbench clients hammer ONE key; every call is logged with the
+# server clock just before and after it.  The bucket is full until the
+# first call, so with T0 the start of the first call:
+#   admitted <= capacity + rate * (end of last call - T0)
+#   admitted >= capacity + rate * (start of last refused call - T0) - 1
+# (a refused call proves the bucket held under one token at that moment).
+# Usage: concurrency.sh [CLIENTS] [SECONDS]; uses PGHOST/PGPORT from
+# scripts/lib.sh and the path chosen by PGOPTIONS.
+set -uo pipefail
+source "$(dirname "$0")/../../scripts/lib.sh"
+clients=${1:-2}
+seconds=${2:-3}
+rate=200
+window=1
+db=rl_load
+
+rl_psql -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db" >/dev/null 2>&1
+rl_psql -d $db >/dev/null <<SQL
+CREATE EXTENSION ratelimit;
+CREATE UNLOGGED TABLE calls (started timestamptz, finished timestamptz, allowed boolean);
+CREATE FUNCTION logged_call() RETURNS void LANGUAGE plpgsql AS \$\$
+DECLARE
+    started timestamptz := clock_timestamp();
+    remaining bigint := rl_token_bucket('hot', $rate, $window);
+BEGIN
+    INSERT INTO calls VALUES (started, clock_timestamp(), remaining >= 0);
+END \$\$;
+SELECT rl_token_bucket('hot', $rate, $window, 0);
+SQL
+
+script=$(mktemp)
+echo "SELECT logged_call();" > "$script"
+"$RL_PG_BIN/pgbench" -n -M prepared -c "$clients" -j "$clients" -T "$seconds" -f "$script" $db >/dev/null 2>&1
+status=$?
+rm -f "$script"
+
+result=$(rl_psql -d $db -tA -F ' ' <<SQL
+WITH agg AS (
+    SELECT count(*) FILTER (WHERE allowed) AS admitted,
+           count(*) FILTER (WHERE NOT allowed) AS refused,
+           extract(epoch FROM max(finished)) AS last_end,
+           extract(epoch FROM max(started) FILTER (WHERE NOT allowed)) AS last_refused_start,
+           extract(epoch FROM min(started)) AS first_start
+    FROM calls)
+SELECT admitted, refused,
+       round(($rate * $window + $rate * (last_end - first_start))::numeric, 3) AS upper_bound,
+       round(($rate * $window + $rate * (last_refused_start - first_start) - 1)::numeric, 3) AS lower_bound
+FROM agg;
+SQL
+)
+rl_psql -d postgres -c "DROP DATABASE $db" >/dev/null 2>&1
+read -r admitted refused upper lower <<<"$result"
+echo "# $clients clients, ${seconds}s, rate $rate/s, capacity $((rate * window)): admitted $admitted, refused $refused, bounds [$lower, $upper]"
+ok=1
+[ "$status" -eq 0 ] || { echo "not ok - pgbench failed ($status)"; ok=0; }
+if [ "$ok" -eq 1 ] && [ "$refused" -gt 0 ] \
+	&& awk -v a="$admitted" -v u="$upper" -v l="$lower" 'BEGIN { exit !(a <= u && a >= l) }'; then
+	echo "ok - admitted within capacity + rate * elapsed, at most one token below"
+	exit 0
+fi
+echo "not ok - admitted $admitted outside [$lower, $upper] (refused $refused)"
+exit 1
