@@ -154,6 +154,7 @@ void
 RlStateUpdate(text *key, RlDecideFn decide, void *arg)
 {
 	const RlStoreOps *store;
+	void	   *handle;
 	CachedState *entry = NULL;
 	RlStateRow	next;
 	int			attempt;
@@ -172,30 +173,33 @@ RlStateUpdate(text *key, RlDecideFn decide, void *arg)
 	}
 
 	store = RlTableStore();
+	handle = store->begin();
 	for (attempt = 0; attempt < MAX_UPDATE_ATTEMPTS; attempt++)
 	{
 		RlStateRow	current;
 		RlRowRef	ref;
 
-		if (store->fetch(key, &current, &ref))
+		if (store->fetch(handle, key, &current, &ref))
 		{
 			if (!decide(&current, &next, arg))
 			{
 				/* Cache only what we hold locked, or the copy could go stale. */
 				if (ref.locked)
 					Remember(key, &current, &ref, store);
+				store->end(handle);
 				return;
 			}
-			if (!store->replace(key, &next, &ref))
+			if (!store->replace(handle, key, &next, &ref))
 				continue;		/* changed under us: decide again on the new row */
 		}
 		else
 		{
 			(void) decide(NULL, &next, arg);
-			if (!store->insert(key, &next, &ref))
+			if (!store->insert(handle, key, &next, &ref))
 				continue;		/* created concurrently: fetch it */
 		}
 		Remember(key, &next, &ref, store);
+		store->end(handle);
 		return;
 	}
 	ereport(ERROR,
@@ -211,6 +215,8 @@ FlushCache(void)
 {
 	HASH_SEQ_STATUS status;
 	CachedState *entry;
+	const RlStoreOps *open_store = NULL;
+	void	   *handle = NULL;
 
 	if (cache == NULL || cache_context == NULL)
 		return;
@@ -221,10 +227,20 @@ FlushCache(void)
 	{
 		if (!entry->dirty)
 			continue;
-		if (!entry->store->replace(entry->key, &entry->row, &entry->ref))
+		/* Entries of one transaction share a store unless the setting changed. */
+		if (entry->store != open_store)
+		{
+			if (open_store != NULL)
+				open_store->end(handle);
+			open_store = entry->store;
+			handle = open_store->begin();
+		}
+		if (!entry->store->replace(handle, entry->key, &entry->row, &entry->ref))
 			elog(ERROR, "rate-limit state row vanished while locked");
 		entry->dirty = false;
 	}
+	if (open_store != NULL)
+		open_store->end(handle);
 	PopActiveSnapshot();
 }
 

@@ -35,21 +35,29 @@ typedef struct RlStoreOps
 {
 	const char *name;
 
+	/*
+	 * Opens the store for the few operations of one decision (or one flush);
+	 * end closes it.  An error in between needs no end: transaction abort
+	 * releases what begin took.
+	 */
+	void	   *(*begin) (void);
+	void		(*end) (void *handle);
+
 	/* Reads key's row into *row; false when the key has none. */
-	bool		(*fetch) (text *key, RlStateRow *row, RlRowRef *ref);
+	bool		(*fetch) (void *handle, text *key, RlStateRow *row, RlRowRef *ref);
 
 	/*
 	 * Creates key's row; false when a concurrent transaction created it first
 	 * (the caller fetches again).  On success the row is locked.
 	 */
-	bool		(*insert) (text *key, const RlStateRow *row, RlRowRef *ref);
+	bool		(*insert) (void *handle, text *key, const RlStateRow *row, RlRowRef *ref);
 
 	/*
 	 * Replaces the row last fetched or written through ref; false when a
 	 * concurrent transaction changed it since the fetch (the caller fetches
 	 * again).  On success the row is locked.
 	 */
-	bool		(*replace) (text *key, const RlStateRow *row, RlRowRef *ref);
+	bool		(*replace) (void *handle, text *key, const RlStateRow *row, RlRowRef *ref);
 } RlStoreOps;
 
 extern const RlStoreOps RlDirectStore;

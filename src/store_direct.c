@@ -9,8 +9,8 @@
  * Concurrency: fetch waits for any transaction still writing the row, and
  * replace fails (the caller fetches again) when another transaction updated
  * it in between, so read-modify-write is atomic at every isolation level
- * without serialization errors.  New keys are created under a transaction
- * lock on the key's hash, so two sessions never race to insert one key.
+ * without serialization errors.  New keys are created under a short lock on
+ * the key's hash, so two sessions never race to insert one key.
  */
 #include "ratelimit.h"
 
@@ -43,27 +43,33 @@ typedef struct DirectTable
 {
 	Relation	rel;
 	Relation	index;
+	TupleTableSlot *slot;		/* scratch row for reads and writes */
 } DirectTable;
 
-static DirectTable
-OpenStateTable(void)
+static void *
+DirectBegin(void)
 {
-	DirectTable t;
+	DirectTable *t = palloc(sizeof(DirectTable));
 	Oid			indexid;
 
-	t.rel = table_open(RlGetStateTable()->relid, RowExclusiveLock);
-	indexid = RelationGetPrimaryKeyIndex(t.rel);
+	t->rel = table_open(RlGetStateTable()->relid, RowExclusiveLock);
+	indexid = RelationGetPrimaryKeyIndex(t->rel);
 	if (!OidIsValid(indexid))
 		elog(ERROR, "ratelimit state table has no primary key");
-	t.index = index_open(indexid, RowExclusiveLock);
+	t->index = index_open(indexid, RowExclusiveLock);
+	t->slot = table_slot_create(t->rel, NULL);
 	return t;
 }
 
 static void
-CloseStateTable(DirectTable *t)
+DirectEnd(void *handle)
 {
+	DirectTable *t = handle;
+
+	ExecDropSingleTupleTableSlot(t->slot);
 	index_close(t->index, NoLock);
 	table_close(t->rel, NoLock);
+	pfree(t);
 }
 
 static void
@@ -88,7 +94,7 @@ FindRow(DirectTable *t, text *key, RlStateRow *row, ItemPointer tid)
 	SnapshotData dirty;
 	ScanKeyData skey;
 	IndexScanDesc scan;
-	TupleTableSlot *slot = table_slot_create(t->rel, NULL);
+	TupleTableSlot *slot = t->slot;
 	bool		found;
 
 	InitDirtySnapshot(dirty);
@@ -120,7 +126,6 @@ FindRow(DirectTable *t, text *key, RlStateRow *row, ItemPointer tid)
 		ItemPointerCopy(&slot->tts_tid, tid);
 	}
 	index_endscan(scan);
-	ExecDropSingleTupleTableSlot(slot);
 	return found;
 }
 
@@ -154,73 +159,71 @@ FreeStateTableEState(EState *estate, ResultRelInfo *rri)
 }
 
 static bool
-DirectFetch(text *key, RlStateRow *row, RlRowRef *ref)
+DirectFetch(void *handle, text *key, RlStateRow *row, RlRowRef *ref)
 {
-	DirectTable t = OpenStateTable();
-	bool		found = FindRow(&t, key, row, &ref->tid);
-
 	/* Seen, not locked: a following replace detects a concurrent change. */
 	ref->locked = false;
-	CloseStateTable(&t);
-	return found;
+	return FindRow(handle, key, row, &ref->tid);
 }
 
+/*
+ * Serialises "look, then insert" for one key.  Held only until our index
+ * entry exists: from then on a concurrent inserter's dirty-snapshot lookup
+ * finds our uncommitted row and waits for our transaction instead.  (Held
+ * to commit, a bulk insert of new keys would fill the lock table.)
+ */
 static void
-LockKey(Oid relid, text *key)
+KeyInsertLockTag(LOCKTAG *tag, Oid relid, text *key)
 {
-	LOCKTAG		tag;
 	uint64		hash = hash_bytes_extended((const unsigned char *) VARDATA_ANY(key),
 										   VARSIZE_ANY_EXHDR(key), relid);
 
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (hash >> 32), (uint32) hash,
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (hash >> 32), (uint32) hash,
 						 KEY_LOCK_CLASS);
-	(void) LockAcquire(&tag, ExclusiveLock, false, false);
 }
 
 static bool
-DirectInsert(text *key, const RlStateRow *row, RlRowRef *ref)
+DirectInsert(void *handle, text *key, const RlStateRow *row, RlRowRef *ref)
 {
-	DirectTable t = OpenStateTable();
-	RlStateRow existing;
-	ResultRelInfo *rri;
-	EState	   *estate;
-	TupleTableSlot *slot;
+	DirectTable *t = handle;
+	RlStateRow	existing;
+	LOCKTAG		tag;
+	bool		inserted = false;
 
-	/* Held to the end of the transaction, like the row lock it stands for. */
-	LockKey(RelationGetRelid(t.rel), key);
-	if (FindRow(&t, key, &existing, &ref->tid))
+	KeyInsertLockTag(&tag, RelationGetRelid(t->rel), key);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+	if (!FindRow(t, key, &existing, &ref->tid))
 	{
-		CloseStateTable(&t);
-		return false;
-	}
+		ResultRelInfo *rri;
+		EState	   *estate = CreateStateTableEState(t->rel, &rri);
 
-	estate = CreateStateTableEState(t.rel, &rri);
-	slot = table_slot_create(t.rel, NULL);
-	StoreRowInSlot(slot, key, row);
-	ExecSimpleRelationInsert(rri, estate, slot);
-	ItemPointerCopy(&slot->tts_tid, &ref->tid);
-	ref->locked = true;
-	ExecDropSingleTupleTableSlot(slot);
-	FreeStateTableEState(estate, rri);
-	CloseStateTable(&t);
+		StoreRowInSlot(t->slot, key, row);
+		ExecSimpleRelationInsert(rri, estate, t->slot);
+		ItemPointerCopy(&t->slot->tts_tid, &ref->tid);
+		ref->locked = true;		/* our uncommitted row blocks other writers */
+		FreeStateTableEState(estate, rri);
+		inserted = true;
+	}
+	LockRelease(&tag, ExclusiveLock, false);
 
 	/* Let later lookups in this command see the row (as SPI would). */
-	CommandCounterIncrement();
-	return true;
+	if (inserted)
+		CommandCounterIncrement();
+	return inserted;
 }
 
 static bool
-DirectReplace(text *key, const RlStateRow *row, RlRowRef *ref)
+DirectReplace(void *handle, text *key, const RlStateRow *row, RlRowRef *ref)
 {
-	DirectTable t = OpenStateTable();
-	TupleTableSlot *slot = table_slot_create(t.rel, NULL);
+	DirectTable *t = handle;
+	TupleTableSlot *slot = t->slot;
 	TM_FailureData tmfd;
 	LockTupleMode lockmode;
 	bool		update_indexes;
 	TM_Result	result;
 
 	StoreRowInSlot(slot, key, row);
-	result = table_tuple_update(t.rel, &ref->tid, slot, GetCurrentCommandId(true),
+	result = table_tuple_update(t->rel, &ref->tid, slot, GetCurrentCommandId(true),
 								InvalidSnapshot, InvalidSnapshot, true,
 								&tmfd, &lockmode, &update_indexes);
 	switch (result)
@@ -229,8 +232,6 @@ DirectReplace(text *key, const RlStateRow *row, RlRowRef *ref)
 			break;
 		case TM_Updated:
 		case TM_Deleted:
-			ExecDropSingleTupleTableSlot(slot);
-			CloseStateTable(&t);
 			return false;
 		default:
 			elog(ERROR, "unexpected result %d updating ratelimit state", (int) result);
@@ -240,15 +241,13 @@ DirectReplace(text *key, const RlStateRow *row, RlRowRef *ref)
 	if (update_indexes)
 	{
 		ResultRelInfo *rri;
-		EState	   *estate = CreateStateTableEState(t.rel, &rri);
+		EState	   *estate = CreateStateTableEState(t->rel, &rri);
 
 		ExecInsertIndexTuples(rri, slot, estate, true, false, NULL, NIL);
 		FreeStateTableEState(estate, rri);
 	}
 	ItemPointerCopy(&slot->tts_tid, &ref->tid);
 	ref->locked = true;
-	ExecDropSingleTupleTableSlot(slot);
-	CloseStateTable(&t);
 
 	CommandCounterIncrement();
 	return true;
@@ -256,6 +255,8 @@ DirectReplace(text *key, const RlStateRow *row, RlRowRef *ref)
 
 const RlStoreOps RlDirectStore = {
 	.name = "direct",
+	.begin = DirectBegin,
+	.end = DirectEnd,
 	.fetch = DirectFetch,
 	.insert = DirectInsert,
 	.replace = DirectReplace,

@@ -44,17 +44,43 @@ static const int statement_nargs[SPI_STATEMENT_COUNT] = {
 
 static SPIPlanPtr saved_plans[SPI_STATEMENT_COUNT];
 
-/*
- * Runs one statement as the state table's owner.  Returns SPI_processed;
- * on a fetch the row is copied out before SPI_finish.
- */
+typedef struct SpiSession
+{
+	Oid			save_userid;
+	int			save_sec_context;
+} SpiSession;
+
+/* Connects to SPI as the state table's owner. */
+static void *
+SpiBegin(void)
+{
+	SpiSession *session = palloc(sizeof(SpiSession));
+
+	GetUserIdAndSecContext(&session->save_userid, &session->save_sec_context);
+	SetUserIdAndSecContext(RlGetStateTable()->owner,
+						   session->save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	return session;
+}
+
+static void
+SpiEnd(void *handle)
+{
+	SpiSession *session = handle;
+
+	SPI_finish();
+	SetUserIdAndSecContext(session->save_userid, session->save_sec_context);
+	pfree(session);
+}
+
+/* Runs one statement; returns SPI_processed, copying a fetched row to *out. */
 static uint64
 RunStatement(SpiStatement which, text *key, const RlStateRow *in, RlStateRow *out)
 {
 	static Oid	argtypes[3] = {TEXTOID, FLOAT8OID, TIMESTAMPTZOID};
 	Datum		values[3];
-	Oid			save_userid;
-	int			save_sec_context;
 	uint64		processed;
 	int			rc;
 
@@ -65,13 +91,6 @@ RunStatement(SpiStatement which, text *key, const RlStateRow *in, RlStateRow *ou
 		values[2] = TimestampTzGetDatum(in->stamp);
 	}
 
-	GetUserIdAndSecContext(&save_userid, &save_sec_context);
-	SetUserIdAndSecContext(RlGetStateTable()->owner,
-						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
-						   SECURITY_RESTRICTED_OPERATION);
-
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
 	if (saved_plans[which] == NULL)
 	{
 		SPIPlanPtr	plan = SPI_prepare(statement_sql[which], statement_nargs[which], argtypes);
@@ -98,13 +117,12 @@ RunStatement(SpiStatement which, text *key, const RlStateRow *in, RlStateRow *ou
 		out->stamp = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
 													   SPI_tuptable->tupdesc, 2, &isnull));
 	}
-	SPI_finish();
-	SetUserIdAndSecContext(save_userid, save_sec_context);
+	SPI_freetuptable(SPI_tuptable);
 	return processed;
 }
 
 static bool
-SpiFetch(text *key, RlStateRow *row, RlRowRef *ref)
+SpiFetch(void *handle, text *key, RlStateRow *row, RlRowRef *ref)
 {
 	bool		found = RunStatement(SPI_FETCH, key, NULL, row) > 0;
 
@@ -114,7 +132,7 @@ SpiFetch(text *key, RlStateRow *row, RlRowRef *ref)
 }
 
 static bool
-SpiInsert(text *key, const RlStateRow *row, RlRowRef *ref)
+SpiInsert(void *handle, text *key, const RlStateRow *row, RlRowRef *ref)
 {
 	bool		inserted = RunStatement(SPI_INSERT, key, row, NULL) > 0;
 
@@ -125,7 +143,7 @@ SpiInsert(text *key, const RlStateRow *row, RlRowRef *ref)
 }
 
 static bool
-SpiReplace(text *key, const RlStateRow *row, RlRowRef *ref)
+SpiReplace(void *handle, text *key, const RlStateRow *row, RlRowRef *ref)
 {
 	bool		replaced = RunStatement(SPI_REPLACE, key, row, NULL) > 0;
 
@@ -135,6 +153,8 @@ SpiReplace(text *key, const RlStateRow *row, RlRowRef *ref)
 
 const RlStoreOps RlSpiStore = {
 	.name = "spi",
+	.begin = SpiBegin,
+	.end = SpiEnd,
 	.fetch = SpiFetch,
 	.insert = SpiInsert,
 	.replace = SpiReplace,
