@@ -32,7 +32,7 @@
 
 typedef struct CachedState
 {
-	text	   *key;			/* hash key: a copy in cache_context */
+	text	   *key;			/* hash key: a copy in TopTransactionContext */
 	RlStateRow	row;
 	RlRowRef	ref;
 	const RlStoreOps *store;
@@ -49,8 +49,9 @@ typedef struct UndoRecord
 } UndoRecord;
 
 static HTAB *cache = NULL;
-static MemoryContext cache_context = NULL;	/* per transaction */
-static UndoRecord *undo = NULL;
+static bool cache_in_use = false;	/* entries exist for this transaction */
+static int	dirty_count = 0;
+static UndoRecord *undo = NULL;	/* in TopTransactionContext */
 static int	undo_len = 0;
 static int	undo_cap = 0;
 
@@ -88,10 +89,7 @@ EnsureCache(void)
 		cache = hash_create("ratelimit transaction state", 64, &ctl,
 							HASH_ELEM | HASH_FUNCTION | HASH_COMPARE);
 	}
-	if (cache_context == NULL)
-		cache_context = AllocSetContextCreate(TopTransactionContext,
-											  "ratelimit transaction state",
-											  ALLOCSET_DEFAULT_SIZES);
+	cache_in_use = true;
 }
 
 static void
@@ -104,7 +102,7 @@ PushUndo(SubTransactionId subid, CachedState *entry, bool existed)
 		int			newcap = undo_cap == 0 ? 16 : undo_cap * 2;
 
 		undo = undo == NULL
-			? MemoryContextAlloc(cache_context, newcap * sizeof(UndoRecord))
+			? MemoryContextAlloc(TopTransactionContext, newcap * sizeof(UndoRecord))
 			: repalloc(undo, newcap * sizeof(UndoRecord));
 		undo_cap = newcap;
 	}
@@ -139,7 +137,7 @@ Remember(text *key, const RlStateRow *row, const RlRowRef *ref, const RlStoreOps
 	EnsureCache();
 	entry = hash_search(cache, &key, HASH_ENTER, &found);
 	Assert(!found);
-	entry->key = MemoryContextAlloc(cache_context, VARSIZE_ANY(key));
+	entry->key = MemoryContextAlloc(TopTransactionContext, VARSIZE_ANY(key));
 	memcpy(entry->key, key, VARSIZE_ANY(key));
 	entry->row = *row;
 	entry->ref = *ref;
@@ -159,7 +157,7 @@ RlStateUpdate(text *key, RlDecideFn decide, void *arg)
 	RlStateRow	next;
 	int			attempt;
 
-	if (cache != NULL && cache_context != NULL)
+	if (cache_in_use)
 		entry = hash_search(cache, &key, HASH_FIND, NULL);
 	if (entry != NULL)
 	{
@@ -167,6 +165,8 @@ RlStateUpdate(text *key, RlDecideFn decide, void *arg)
 		{
 			SaveForRollback(entry);
 			entry->row = next;
+			if (!entry->dirty)
+				dirty_count++;
 			entry->dirty = true;
 		}
 		return;
@@ -218,7 +218,7 @@ FlushCache(void)
 	const RlStoreOps *open_store = NULL;
 	void	   *handle = NULL;
 
-	if (cache == NULL || cache_context == NULL)
+	if (!cache_in_use || dirty_count == 0)
 		return;
 	/* Commit runs outside any portal: SPI needs a snapshot to run under. */
 	PushActiveSnapshot(GetTransactionSnapshot());
@@ -239,6 +239,7 @@ FlushCache(void)
 			elog(ERROR, "rate-limit state row vanished while locked");
 		entry->dirty = false;
 	}
+	dirty_count = 0;
 	if (open_store != NULL)
 		open_store->end(handle);
 	PopActiveSnapshot();
@@ -247,7 +248,7 @@ FlushCache(void)
 static void
 ForgetCache(void)
 {
-	if (cache != NULL)
+	if (cache_in_use)
 	{
 		if (hash_get_num_entries(cache) > CACHE_KEEP_ENTRIES)
 		{
@@ -264,8 +265,9 @@ ForgetCache(void)
 				(void) hash_search(cache, &entry->key, HASH_REMOVE, NULL);
 		}
 	}
-	/* cache_context and undo go away with TopTransactionContext. */
-	cache_context = NULL;
+	/* Keys and undo records go away with TopTransactionContext. */
+	cache_in_use = false;
+	dirty_count = 0;
 	undo = NULL;
 	undo_len = undo_cap = 0;
 }
@@ -277,10 +279,16 @@ RollbackSubtransaction(SubTransactionId subid)
 	{
 		UndoRecord *record = &undo[--undo_len];
 
+		CachedState *entry = record->entry;
+
+		dirty_count -= entry->dirty;
 		if (record->existed)
-			*record->entry = record->saved;
+		{
+			*entry = record->saved;
+			dirty_count += entry->dirty;
+		}
 		else
-			(void) hash_search(cache, &record->entry->key, HASH_REMOVE, NULL);
+			(void) hash_search(cache, &entry->key, HASH_REMOVE, NULL);
 	}
 }
 
@@ -309,7 +317,7 @@ static void
 OnSubXactEvent(SubXactEvent event, SubTransactionId mySubid,
 			   SubTransactionId parentSubid, void *arg)
 {
-	if (event == SUBXACT_EVENT_ABORT_SUB && cache_context != NULL)
+	if (event == SUBXACT_EVENT_ABORT_SUB && cache_in_use)
 		RollbackSubtransaction(mySubid);
 }
 
