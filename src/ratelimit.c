@@ -7,6 +7,9 @@
 #include "access/table.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_am_d.h"
+#include "catalog/pg_type_d.h"
+#include "commands/extension.h"
+#include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
@@ -137,6 +140,29 @@ RlCheckedKey(FunctionCallInfo fcinfo, int argno, const char *argname)
 static RlStateTable state_table;
 static bool state_table_valid = false;
 
+/*
+ * On Citus a distributed table is an empty shell whose rows live in shards:
+ * only SQL (SPI) reaches them.  Asked once per backend, not per call.
+ */
+static bool
+IsCitusDistributed(Oid relid)
+{
+	Oid			argtypes[1] = {OIDOID};
+	Datum		values[1] = {ObjectIdGetDatum(relid)};
+	bool		distributed = false;
+
+	if (!OidIsValid(get_extension_oid("citus", true)))
+		return false;
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args("SELECT 1 FROM pg_catalog.pg_dist_partition"
+							  " WHERE logicalrelid OPERATOR(pg_catalog.=) $1",
+							  1, argtypes, values, NULL, true, 1) == SPI_OK_SELECT)
+		distributed = SPI_processed > 0;
+	SPI_finish();
+	return distributed;
+}
+
 static void
 InvalidateStateTable(Datum arg, Oid relid)
 {
@@ -164,6 +190,7 @@ RlGetStateTable(void)
 		state_table.owner = rel->rd_rel->relowner;
 		state_table.is_heap = (rel->rd_rel->relam == HEAP_TABLE_AM_OID);
 		table_close(rel, AccessShareLock);
+		state_table.is_distributed = IsCitusDistributed(relid);
 		state_table_valid = true;
 	}
 	return &state_table;
@@ -177,16 +204,19 @@ RlTableStore(void)
 	switch (rl_table_access)
 	{
 		case RL_TABLE_ACCESS_DIRECT:
-			if (!table->is_heap)
+			if (!table->is_heap || table->is_distributed)
 				ereport(ERROR,
 						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-						 errmsg("ratelimit.table_access = direct needs a heap state table"),
+						 errmsg("ratelimit.table_access = direct needs a local heap state table"),
+						 errdetail("ratelimit.token_bucket is %s.",
+								   table->is_distributed ? "distributed by Citus"
+								   : "not a heap table"),
 						 errhint("Set ratelimit.table_access to auto or spi.")));
 			return &RlDirectStore;
 		case RL_TABLE_ACCESS_SPI:
 			return &RlSpiStore;
 		default:
-			return table->is_heap ? &RlDirectStore : &RlSpiStore;
+			return table->is_heap && !table->is_distributed ? &RlDirectStore : &RlSpiStore;
 	}
 }
 

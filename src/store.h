@@ -72,6 +72,7 @@ typedef struct RlStateTable
 	Oid			relid;
 	Oid			owner;
 	bool		is_heap;
+	bool		is_distributed; /* by Citus: rows live in shards */
 } RlStateTable;
 
 extern const RlStateTable *RlGetStateTable(void);
