@@ -37,6 +37,8 @@ SELECT sql, pg_temp.try(sql) FROM (VALUES
     ($$SELECT rl_token_bucket('err', 0.01, 10)$$),
     ($$SET ratelimit.now_override = 'not a time'$$),
     ($$SET ratelimit.now_override = 'infinity'$$),
+    ($$SET ratelimit.now_override = '2026-01-01 00:00:00 No/Such_Zone'$$),
+    ($$SELECT set_config('ratelimit.now_override', 'epoch', true)$$),
     ($$SET ratelimit.table_access = 'heap'$$)
 ) AS t(sql);
 

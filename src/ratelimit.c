@@ -39,8 +39,11 @@ static const struct config_enum_entry table_access_options[] = {
 void		_PG_init(void);
 
 /*
- * Parses a timestamptz without raising: GUC check hooks must report bad
- * values through their return code.
+ * Parses a timestamptz without raising: a GUC check hook must report bad
+ * values through its return code, and at a configuration reload an error
+ * would be FATAL.  PostgreSQL 15's DecodeDateTime raises for an unknown
+ * time zone name rather than returning an error code, so that one error is
+ * caught here; nothing it allocates outlives the call.
  */
 static bool
 ParseTimestampTz(const char *str, TimestampTz *result)
@@ -49,19 +52,39 @@ ParseTimestampTz(const char *str, TimestampTz *result)
 	char	   *field[MAXDATEFIELDS];
 	int			ftype[MAXDATEFIELDS];
 	int			nf;
-	int			dtype;
+	int			dtype = 0;
 	struct pg_tm tt;
 	fsec_t		fsec;
 	int			tz;
+	int			dterr = 0;
+	MemoryContext context = CurrentMemoryContext;
 
 	if (ParseDateTime(str, workbuf, sizeof(workbuf), field, ftype,
 					  MAXDATEFIELDS, &nf) != 0)
 		return false;
-	if (DecodeDateTime(field, ftype, nf, &dtype, &tt, &fsec, &tz) != 0)
+	PG_TRY();
+	{
+		dterr = DecodeDateTime(field, ftype, nf, &dtype, &tt, &fsec, &tz);
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(context);
+		FlushErrorState();
+		dterr = -1;
+	}
+	PG_END_TRY();
+	if (dterr != 0)
 		return false;
-	if (dtype != DTK_DATE)
-		return false;			/* infinity, epoch and friends make no clock */
-	return tm2timestamp(&tt, fsec, &tz, result) == 0;
+	switch (dtype)
+	{
+		case DTK_DATE:
+			return tm2timestamp(&tt, fsec, &tz, result) == 0;
+		case DTK_EPOCH:
+			*result = SetEpochTimestamp();
+			return true;
+		default:
+			return false;		/* infinity and -infinity make no clock */
+	}
 }
 
 static bool

@@ -17,10 +17,14 @@ bool IsPositiveFinite(double value) noexcept
 double RefilledTokens(const RlTokenBucketState &prior, int64_t now_us,
 					  const RlTokenBucketLimit &limit) noexcept
 {
-	// Multiplying by the integer microsecond count before dividing keeps
-	// whole-token refills exact (0.3/s over 3 s is 900000/1e6, not 0.899...).
+	// Multiplying by the microsecond count before dividing keeps whole-token
+	// refills exact (0.3/s over 3 s is 900000/1e6, not 0.899...).  The
+	// difference is taken in double: across the whole timestamp range an
+	// int64 subtraction would overflow.
 	const double elapsed_us =
-		now_us > prior.stamp_us ? static_cast<double>(now_us - prior.stamp_us) : 0.0;
+		now_us > prior.stamp_us
+			? static_cast<double>(now_us) - static_cast<double>(prior.stamp_us)
+			: 0.0;
 	const double refill = limit.rate_per_second * elapsed_us / kMicrosPerSecond;
 	// An overflowing refill is +inf, which std::min turns into a full bucket.
 	return std::min(limit.capacity, prior.tokens + refill);

@@ -1,0 +1,228 @@
+-- rl_token_bucket: every bad input gets a precise SQLSTATE and changes
+-- nothing (SPEC 2.1, 2.6, 3).  Must pass with ratelimit.table_access set to
+-- auto, direct or spi.
+BEGIN;
+SET LOCAL timezone = 'UTC';
+SET LOCAL datestyle = 'ISO, YMD';
+SET LOCAL client_min_messages = warning;
+
+SELECT plan(68);
+
+SET LOCAL ratelimit.now_override = '2026-01-01 00:00:00+00';
+
+-------------------------------------------------------------------------
+-- Valid edge cases, and the state the error cases must leave alone.
+-------------------------------------------------------------------------
+SELECT is(rl_token_bucket('err-seed-a', 1, 10, 3), 7::bigint,
+          'seed: first call on err-seed-a takes 3 of 10');
+SELECT is(rl_token_bucket('err-seed-a', 1, 10, 1), 6::bigint,
+          'seed: second call on err-seed-a leaves 6');
+SELECT is(rl_token_bucket('err-seed-b'), 119::bigint,
+          'seed: defaults are rate 2, window 60 (capacity 120)');
+SELECT is(rl_token_bucket(repeat('k', 1024), 1, 10), 9::bigint,
+          'an id of exactly 1024 bytes is accepted');
+SELECT is(rl_token_bucket(repeat(U&'\00E9', 512), 1, 10), 9::bigint,
+          'an id of 512 two-byte characters (1024 bytes) is accepted');
+SELECT is(rl_token_bucket('err-cap-2^53', 134217728, 67108864), 9007199254740991::bigint,
+          'capacity of exactly 2^53 is accepted and counted exactly');
+SELECT is(rl_token_bucket('err-cap-0.1x10', 0.1, 10, 1), 0::bigint,
+          'rate 0.1 * window 10 is a capacity of 1: cost 1 fits');
+SELECT is(rl_token_bucket('err-cap-half', 0.5, 1, 0), 0::bigint,
+          'cost 0 fits a capacity of 0.5');
+SELECT is(rl_token_bucket('err-tiny', 5e-324, 1, 0), 0::bigint,
+          'the smallest positive rate is accepted with cost 0');
+
+SELECT diag('ratelimit.table_access = ' || current_setting('ratelimit.table_access'));
+
+CREATE TEMP TABLE rl_before ON COMMIT DROP AS
+    SELECT id, tokens, updated_at FROM ratelimit.token_bucket;
+
+-------------------------------------------------------------------------
+-- NULL arguments: 22004.
+-------------------------------------------------------------------------
+SELECT throws_ok($$SELECT rl_token_bucket(NULL)$$,
+                 '22004', 'id must not be null', 'NULL id: 22004');
+SELECT throws_ok($$SELECT rl_token_bucket(NULL::text, 1, 10, 1)$$,
+                 '22004', 'id must not be null', 'NULL id with every argument: 22004');
+SELECT throws_ok($$SELECT rl_token_bucket('err-null', NULL)$$,
+                 '22004', 'rate must not be null', 'NULL rate: 22004');
+SELECT throws_ok($$SELECT rl_token_bucket('err-null', 1, NULL)$$,
+                 '22004', 'window must not be null', 'NULL window: 22004');
+SELECT throws_ok($$SELECT rl_token_bucket('err-null', 1, 10, NULL)$$,
+                 '22004', 'cost must not be null', 'NULL cost: 22004');
+SELECT throws_ok($$SELECT rl_token_bucket(id => 'err-null', cost => NULL)$$,
+                 '22004', 'cost must not be null', 'NULL cost by name: 22004');
+SELECT throws_ok($$SELECT rl_token_bucket('err-seed-a', 1, 10, NULL)$$,
+                 '22004', 'cost must not be null', 'NULL cost on an existing key: 22004');
+
+-------------------------------------------------------------------------
+-- Keys: empty (22023), over 1024 bytes (22001).
+-------------------------------------------------------------------------
+SELECT throws_ok($$SELECT rl_token_bucket('')$$,
+                 '22023', 'id must not be empty', 'empty id: 22023');
+SELECT throws_ok($$SELECT rl_token_bucket(repeat('k', 1025), 1, 10)$$,
+                 '22001', 'id is too long', 'id of 1025 bytes: 22001');
+SELECT throws_ok($$SELECT rl_token_bucket(repeat(U&'\00E9', 513), 1, 10)$$,
+                 '22001', 'id is too long', 'id of 513 characters but 1026 bytes: 22001 (bytes count, not characters)');
+SELECT throws_ok($$SELECT rl_token_bucket(repeat('k', 1000000), 1, 10)$$,
+                 '22001', 'id is too long', 'id of a million bytes: 22001');
+
+-------------------------------------------------------------------------
+-- Rate: 22023 unless finite and > 0.
+-------------------------------------------------------------------------
+SELECT throws_ok($$SELECT rl_token_bucket('err-rate', 0, 10)$$,
+                 '22023', 'rate must be a finite number greater than zero', 'rate 0: 22023');
+SELECT throws_ok($$SELECT rl_token_bucket('err-rate', -0.0, 10)$$,
+                 '22023', 'rate must be a finite number greater than zero', 'rate -0: 22023');
+SELECT throws_ok($$SELECT rl_token_bucket('err-rate', -1, 10)$$,
+                 '22023', 'rate must be a finite number greater than zero', 'rate -1: 22023');
+SELECT throws_ok($$SELECT rl_token_bucket('err-rate', -5e-324, 10)$$,
+                 '22023', 'rate must be a finite number greater than zero', 'rate just below 0: 22023');
+SELECT throws_ok($$SELECT rl_token_bucket('err-rate', 'NaN', 10)$$,
+                 '22023', 'rate must be a finite number greater than zero', 'rate NaN: 22023');
+SELECT throws_ok($$SELECT rl_token_bucket('err-rate', 'Infinity', 10)$$,
+                 '22023', 'rate must be a finite number greater than zero', 'rate Infinity: 22023');
+SELECT throws_ok($$SELECT rl_token_bucket('err-rate', '-Infinity', 10)$$,
+                 '22023', 'rate must be a finite number greater than zero', 'rate -Infinity: 22023');
+SELECT throws_ok($$SELECT rl_token_bucket('err-seed-a', 0, 10)$$,
+                 '22023', 'rate must be a finite number greater than zero', 'rate 0 on an existing key: 22023');
+
+-------------------------------------------------------------------------
+-- Window: 22023 unless finite and > 0.
+-------------------------------------------------------------------------
+SELECT throws_ok($$SELECT rl_token_bucket('err-window', 1, 0)$$,
+                 '22023', 'window must be a finite number of seconds greater than zero', 'window 0: 22023');
+SELECT throws_ok($$SELECT rl_token_bucket('err-window', 1, -10)$$,
+                 '22023', 'window must be a finite number of seconds greater than zero', 'window -10: 22023');
+SELECT throws_ok($$SELECT rl_token_bucket('err-window', 1, 'NaN')$$,
+                 '22023', 'window must be a finite number of seconds greater than zero', 'window NaN: 22023');
+SELECT throws_ok($$SELECT rl_token_bucket('err-window', 1, 'Infinity')$$,
+                 '22023', 'window must be a finite number of seconds greater than zero', 'window Infinity: 22023');
+SELECT throws_ok($$SELECT rl_token_bucket('err-window', 1, '-Infinity')$$,
+                 '22023', 'window must be a finite number of seconds greater than zero', 'window -Infinity: 22023');
+SELECT throws_ok($$SELECT rl_token_bucket('err-seed-a', 1, -1)$$,
+                 '22023', 'window must be a finite number of seconds greater than zero', 'window -1 on an existing key: 22023');
+
+-------------------------------------------------------------------------
+-- Capacity rate * window out of range: 22003.
+-------------------------------------------------------------------------
+SELECT throws_ok($$SELECT rl_token_bucket('err-cap', 1e300, 1e300)$$,
+                 '22003', 'bucket capacity rate * window is out of range', 'rate 1e300 * window 1e300 (infinite): 22003');
+SELECT throws_ok($$SELECT rl_token_bucket('err-cap', 1e308, 10)$$,
+                 '22003', 'bucket capacity rate * window is out of range', 'rate 1e308 * window 10 (infinite): 22003');
+SELECT throws_ok($$SELECT rl_token_bucket('err-cap', 134217728, 67108865)$$,
+                 '22003', 'bucket capacity rate * window is out of range', 'capacity 2^53 + 2^27: 22003');
+SELECT throws_ok($$SELECT rl_token_bucket('err-cap', 1e16, 1)$$,
+                 '22003', 'bucket capacity rate * window is out of range', 'capacity 1e16 (> 2^53): 22003');
+SELECT throws_ok($$SELECT rl_token_bucket('err-cap-2^53', 134217728, 67108865)$$,
+                 '22003', 'bucket capacity rate * window is out of range', 'capacity overflow on an existing key: 22003');
+
+-------------------------------------------------------------------------
+-- Cost: negative or above capacity, 22023.
+-------------------------------------------------------------------------
+SELECT throws_ok($$SELECT rl_token_bucket('err-cost', 1, 10, -1)$$,
+                 '22023', 'cost must not be negative', 'cost -1: 22023');
+SELECT throws_ok($$SELECT rl_token_bucket('err-cost', 1, 10, -2147483648)$$,
+                 '22023', 'cost must not be negative', 'cost -2^31: 22023');
+SELECT throws_ok($$SELECT rl_token_bucket('err-cost', 1, 10, 11)$$,
+                 '22023', 'cost exceeds the bucket capacity', 'cost 11 above capacity 10: 22023');
+SELECT throws_ok($$SELECT rl_token_bucket('err-cost', 0.5, 1, 1)$$,
+                 '22023', 'cost exceeds the bucket capacity', 'cost 1 above capacity 0.5: 22023');
+SELECT throws_ok($$SELECT rl_token_bucket('err-cost', 1, 1e-300, 1)$$,
+                 '22023', 'cost exceeds the bucket capacity', 'cost 1 above capacity 1e-300: 22023');
+SELECT throws_ok($$SELECT rl_token_bucket('err-cost', 2, 60, 2147483647)$$,
+                 '22023', 'cost exceeds the bucket capacity', 'cost 2^31-1 above capacity 120: 22023');
+SELECT throws_ok($$SELECT rl_token_bucket('err-seed-a', 1, 10, 11)$$,
+                 '22023', 'cost exceeds the bucket capacity', 'cost above capacity on an existing key: 22023');
+SELECT throws_ok($$SELECT rl_token_bucket('err-seed-a', 1, 10, -1)$$,
+                 '22023', 'cost must not be negative', 'negative cost on an existing key: 22023');
+
+-------------------------------------------------------------------------
+-- Nothing changed: the table, and the keys' state as the function sees it.
+-------------------------------------------------------------------------
+SELECT results_eq(
+    $$SELECT id, tokens, updated_at FROM ratelimit.token_bucket ORDER BY id$$,
+    $$SELECT id, tokens, updated_at FROM rl_before ORDER BY id$$,
+    'bad arguments leave the rows of ratelimit.token_bucket unchanged');
+SELECT is((SELECT count(*) FROM ratelimit.token_bucket),
+          (SELECT count(*) FROM rl_before),
+          'bad arguments add or remove no row');
+SELECT is_empty(
+    $$SELECT id FROM ratelimit.token_bucket
+      WHERE id IN ('err-null', 'err-rate', 'err-window', 'err-cap', 'err-cost', '')
+         OR octet_length(id) > 1024$$,
+    'no row exists for a key that only saw failing calls');
+SELECT is(rl_token_bucket('err-seed-a', 1, 10, 0), 6::bigint,
+          'failing calls on err-seed-a took nothing from it');
+SELECT is(rl_token_bucket('err-cap-2^53', 134217728, 67108864, 0), 9007199254740991::bigint,
+          'a failing call on err-cap-2^53 took nothing from it');
+SELECT is(rl_token_bucket('err-cost', 1, 10, 0), 10::bigint,
+          'err-cost only saw failing calls: its first call finds a full bucket');
+
+-------------------------------------------------------------------------
+-- Read-only transactions: 25006.  A transaction cannot be made read-only
+-- and then writable again, but a subtransaction can be made read-only
+-- (SET LOCAL transaction_read_only = on) and its abort restores the
+-- setting; throws_ok runs its statement in such a subtransaction.
+-------------------------------------------------------------------------
+SELECT throws_ok(
+    $$SELECT set_config('transaction_read_only', 'on', true);
+      SELECT rl_token_bucket('err-ro', 1, 10)$$,
+    '25006', 'cannot execute rl_token_bucket() in a read-only transaction',
+    'a call on a new key in a read-only transaction: 25006');
+SELECT throws_ok(
+    $$SELECT set_config('transaction_read_only', 'on', true);
+      SELECT rl_token_bucket('err-seed-a', 1, 10, 1)$$,
+    '25006', 'cannot execute rl_token_bucket() in a read-only transaction',
+    'a call on an existing key in a read-only transaction: 25006');
+SELECT is(current_setting('transaction_read_only'), 'off',
+          'the transaction is read-write again after the read-only subtransaction');
+SELECT is(rl_token_bucket('err-seed-a', 1, 10, 0), 6::bigint,
+          'the read-only calls took nothing from err-seed-a');
+
+-------------------------------------------------------------------------
+-- Settings: bad values for ratelimit.now_override and
+-- ratelimit.table_access are refused with 22023 (the GUC check).
+-------------------------------------------------------------------------
+SELECT throws_ok($$SELECT set_config('ratelimit.now_override', 'garbage', true)$$,
+                 '22023', 'invalid value for parameter "ratelimit.now_override": "garbage"',
+                 'now_override ''garbage'': 22023');
+SELECT throws_ok($$SET LOCAL ratelimit.now_override = 'garbage'$$,
+                 '22023', 'invalid value for parameter "ratelimit.now_override": "garbage"',
+                 'SET now_override ''garbage'': 22023');
+SELECT throws_ok($$SELECT set_config('ratelimit.now_override', 'infinity', true)$$,
+                 '22023', 'invalid value for parameter "ratelimit.now_override": "infinity"',
+                 'now_override ''infinity'': 22023');
+SELECT throws_ok($$SELECT set_config('ratelimit.now_override', '-infinity', true)$$,
+                 '22023', 'invalid value for parameter "ratelimit.now_override": "-infinity"',
+                 'now_override ''-infinity'': 22023');
+SELECT throws_ok($$SELECT set_config('ratelimit.now_override', '2026-13-01 00:00:00+00', true)$$,
+                 '22023', 'invalid value for parameter "ratelimit.now_override": "2026-13-01 00:00:00+00"',
+                 'now_override with month 13: 22023');
+SELECT throws_ok($$SELECT set_config('ratelimit.now_override', '294277-01-01 00:00:00+00', true)$$,
+                 '22023', 'invalid value for parameter "ratelimit.now_override": "294277-01-01 00:00:00+00"',
+                 'now_override beyond the timestamptz range: 22023');
+-- PostgreSQL 15's date parser raises (instead of returning an error code)
+-- for an unknown time zone name.  A check hook must not raise: when the
+-- value comes from postgresql.conf, the postmaster runs the hook on reload
+-- and an error there is FATAL to it.  So the hook must catch this and
+-- refuse the value like any other.
+SELECT throws_ok($$SELECT set_config('ratelimit.now_override', '2026-01-01 00:00:00 No/Such_Zone', true)$$,
+                 '22023', 'invalid value for parameter "ratelimit.now_override": "2026-01-01 00:00:00 No/Such_Zone"',
+                 'now_override with an unknown time zone: 22023 from the GUC check, not from the date parser');
+SELECT throws_ok($$SELECT set_config('ratelimit.table_access', 'bogus', true)$$,
+                 '22023', 'invalid value for parameter "ratelimit.table_access": "bogus"',
+                 'table_access ''bogus'': 22023');
+SELECT is(current_setting('ratelimit.now_override'), '2026-01-01 00:00:00+00',
+          'refused values leave ratelimit.now_override as it was');
+SELECT is(rl_token_bucket('err-seed-a', 1, 10, 0), 6::bigint,
+          'decisions still use the overridden clock (no refill since the seed)');
+
+SELECT results_eq(
+    $$SELECT id, tokens, updated_at FROM ratelimit.token_bucket ORDER BY id$$,
+    $$SELECT id, tokens, updated_at FROM rl_before
+      UNION ALL SELECT 'err-cost', 10, '2026-01-01 00:00:00+00' ORDER BY id$$,
+    'at the end, the only new row is err-cost''s (its full-bucket peek)');
+
+SELECT * FROM finish();
+ROLLBACK;
