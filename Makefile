@@ -10,6 +10,8 @@ OBJS = \
 	src/token_bucket_sql.o \
 	src/core/token_bucket.o
 
+HEADERS = $(wildcard src/*.h src/core/*.h)
+
 DATA = $(wildcard sql/$(EXTENSION)--*.sql)
 
 REGRESS = $(filter-out $(EXTENSION)--%,$(patsubst sql/%.sql,%,$(wildcard sql/*.sql)))
@@ -23,6 +25,9 @@ SHLIB_LINK = -lstdc++
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# PGXS does not track header dependencies.
+$(OBJS): $(HEADERS)
 
 # The LLVM bitcode step compiles C++ with clang: give it the same standard.
 COMPILE.cxx.bc = $(CLANG) -xc++ -std=c++17 -Wno-ignored-attributes $(BITCODE_CXXFLAGS) $(CPPFLAGS) -flto=thin -emit-llvm -c

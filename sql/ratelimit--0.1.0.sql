@@ -15,18 +15,20 @@ DO $do$
 BEGIN
     EXECUTE $sql$
         CREATE UNLOGGED TABLE ratelimit.token_bucket (
-            id          text COLLATE "C" NOT NULL PRIMARY KEY,
-            tokens      float8 NOT NULL,
-            updated_at  timestamptz NOT NULL
+            id              text COLLATE "C" NOT NULL PRIMARY KEY,
+            tokens          bigint NOT NULL,
+            token_fraction  float8 NOT NULL DEFAULT 0,
+            updated_at      timestamptz NOT NULL
         ) WITH (fillfactor = 50)
     $sql$;
 EXCEPTION WHEN feature_not_supported OR syntax_error OR invalid_parameter_value THEN
     RAISE NOTICE 'UNLOGGED tables are refused here (%); ratelimit.token_bucket is an ordinary table', SQLERRM;
     EXECUTE $sql$
         CREATE TABLE ratelimit.token_bucket (
-            id          text COLLATE "C" NOT NULL PRIMARY KEY,
-            tokens      float8 NOT NULL,
-            updated_at  timestamptz NOT NULL
+            id              text COLLATE "C" NOT NULL PRIMARY KEY,
+            tokens          bigint NOT NULL,
+            token_fraction  float8 NOT NULL DEFAULT 0,
+            updated_at      timestamptz NOT NULL
         )
     $sql$;
 END
@@ -34,7 +36,7 @@ $do$;
 
 REVOKE ALL ON ratelimit.token_bucket FROM PUBLIC;
 COMMENT ON TABLE ratelimit.token_bucket IS
-    'rl_token_bucket state: tokens held by each id at updated_at';
+    'rl_token_bucket state: tokens + token_fraction held by each id at updated_at';
 
 -- Not STRICT: a NULL argument is an error (22004), not a silent NULL.
 CREATE FUNCTION rl_token_bucket(

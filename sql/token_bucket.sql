@@ -62,5 +62,5 @@ SELECT rl_token_bucket('clamp', 10, 10, 0);
 SELECT rl_token_bucket('clamp', 1, 5, 0);
 
 -- The state table holds one row per key.
-SELECT id, tokens, updated_at FROM ratelimit.token_bucket
+SELECT id, tokens, token_fraction, updated_at FROM ratelimit.token_bucket
 WHERE id IN ('user:42', 'frac', 'slow') ORDER BY id;

@@ -20,7 +20,8 @@
 /* The stored state of one key. */
 typedef struct RlStateRow
 {
-	double		tokens;
+	int64		tokens;			/* whole tokens */
+	double		fraction;		/* part of the next token, in [0, 1) */
 	TimestampTz stamp;
 } RlStateRow;
 

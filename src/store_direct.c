@@ -31,10 +31,11 @@
 
 #include "store.h"
 
-#define STATE_COLUMNS 3
+#define STATE_COLUMNS 4
 #define KEY_ATTNUM 1
 #define TOKENS_ATTNUM 2
-#define STAMP_ATTNUM 3
+#define FRACTION_ATTNUM 3
+#define STAMP_ATTNUM 4
 
 /* Distinguishes our key locks from users' pg_advisory_* locks in pg_locks. */
 #define KEY_LOCK_CLASS 0x524C
@@ -77,7 +78,8 @@ StoreRowInSlot(TupleTableSlot *slot, text *key, const RlStateRow *row)
 {
 	ExecClearTuple(slot);
 	slot->tts_values[KEY_ATTNUM - 1] = PointerGetDatum(key);
-	slot->tts_values[TOKENS_ATTNUM - 1] = Float8GetDatum(row->tokens);
+	slot->tts_values[TOKENS_ATTNUM - 1] = Int64GetDatum(row->tokens);
+	slot->tts_values[FRACTION_ATTNUM - 1] = Float8GetDatum(row->fraction);
 	slot->tts_values[STAMP_ATTNUM - 1] = TimestampTzGetDatum(row->stamp);
 	memset(slot->tts_isnull, 0, sizeof(bool) * STATE_COLUMNS);
 	ExecStoreVirtualTuple(slot);
@@ -121,7 +123,8 @@ FindRow(DirectTable *t, text *key, RlStateRow *row, ItemPointer tid)
 	{
 		bool		isnull;
 
-		row->tokens = DatumGetFloat8(slot_getattr(slot, TOKENS_ATTNUM, &isnull));
+		row->tokens = DatumGetInt64(slot_getattr(slot, TOKENS_ATTNUM, &isnull));
+		row->fraction = DatumGetFloat8(slot_getattr(slot, FRACTION_ATTNUM, &isnull));
 		row->stamp = DatumGetTimestampTz(slot_getattr(slot, STAMP_ATTNUM, &isnull));
 		ItemPointerCopy(&slot->tts_tid, tid);
 	}
@@ -141,6 +144,7 @@ CreateStateTableEState(Relation rel, ResultRelInfo **rri)
 	rte->relkind = rel->rd_rel->relkind;
 	rte->rellockmode = RowExclusiveLock;
 	rte->updatedCols = bms_make_singleton(TOKENS_ATTNUM - FirstLowInvalidHeapAttributeNumber);
+	rte->updatedCols = bms_add_member(rte->updatedCols, FRACTION_ATTNUM - FirstLowInvalidHeapAttributeNumber);
 	rte->updatedCols = bms_add_member(rte->updatedCols, STAMP_ATTNUM - FirstLowInvalidHeapAttributeNumber);
 	ExecInitRangeTable(estate, list_make1(rte));
 

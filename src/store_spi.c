@@ -28,18 +28,19 @@ typedef enum SpiStatement
 
 static const char *const statement_sql[SPI_STATEMENT_COUNT] = {
 	[SPI_FETCH] =
-	"SELECT tokens, updated_at FROM " RL_INTERNAL_SCHEMA ".token_bucket"
+	"SELECT tokens, token_fraction, updated_at FROM " RL_INTERNAL_SCHEMA ".token_bucket"
 	" WHERE id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
 	[SPI_INSERT] =
-	"INSERT INTO " RL_INTERNAL_SCHEMA ".token_bucket (id, tokens, updated_at)"
-	" VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING",
+	"INSERT INTO " RL_INTERNAL_SCHEMA ".token_bucket (id, tokens, token_fraction, updated_at)"
+	" VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO NOTHING",
 	[SPI_REPLACE] =
-	"UPDATE " RL_INTERNAL_SCHEMA ".token_bucket SET tokens = $2, updated_at = $3"
+	"UPDATE " RL_INTERNAL_SCHEMA ".token_bucket"
+	" SET tokens = $2, token_fraction = $3, updated_at = $4"
 	" WHERE id OPERATOR(pg_catalog.=) $1",
 };
 
 static const int statement_nargs[SPI_STATEMENT_COUNT] = {
-	[SPI_FETCH] = 1,[SPI_INSERT] = 3,[SPI_REPLACE] = 3,
+	[SPI_FETCH] = 1,[SPI_INSERT] = 4,[SPI_REPLACE] = 4,
 };
 
 static SPIPlanPtr saved_plans[SPI_STATEMENT_COUNT];
@@ -79,16 +80,17 @@ SpiEnd(void *handle)
 static uint64
 RunStatement(SpiStatement which, text *key, const RlStateRow *in, RlStateRow *out)
 {
-	static Oid	argtypes[3] = {TEXTOID, FLOAT8OID, TIMESTAMPTZOID};
-	Datum		values[3];
+	static Oid	argtypes[4] = {TEXTOID, INT8OID, FLOAT8OID, TIMESTAMPTZOID};
+	Datum		values[4];
 	uint64		processed;
 	int			rc;
 
 	values[0] = PointerGetDatum(key);
 	if (in != NULL)
 	{
-		values[1] = Float8GetDatum(in->tokens);
-		values[2] = TimestampTzGetDatum(in->stamp);
+		values[1] = Int64GetDatum(in->tokens);
+		values[2] = Float8GetDatum(in->fraction);
+		values[3] = TimestampTzGetDatum(in->stamp);
 	}
 
 	if (saved_plans[which] == NULL)
@@ -112,10 +114,12 @@ RunStatement(SpiStatement which, text *key, const RlStateRow *in, RlStateRow *ou
 	{
 		bool		isnull;
 
-		out->tokens = DatumGetFloat8(SPI_getbinval(SPI_tuptable->vals[0],
-												   SPI_tuptable->tupdesc, 1, &isnull));
-		out->stamp = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
-													   SPI_tuptable->tupdesc, 2, &isnull));
+		HeapTuple	tuple = SPI_tuptable->vals[0];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+
+		out->tokens = DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull));
+		out->fraction = DatumGetFloat8(SPI_getbinval(tuple, desc, 2, &isnull));
+		out->stamp = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 3, &isnull));
 	}
 	SPI_freetuptable(SPI_tuptable);
 	return processed;

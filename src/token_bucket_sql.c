@@ -28,11 +28,13 @@ DecideTokenBucket(const RlStateRow *prior, RlStateRow *next, void *arg)
 	if (prior != NULL)
 	{
 		prior_state.tokens = prior->tokens;
+		prior_state.fraction = prior->fraction;
 		prior_state.stamp_us = prior->stamp;
 	}
 	call->decision = rl_token_bucket_take(prior != NULL ? &prior_state : NULL,
 										  call->now, &call->limit, call->cost);
 	next->tokens = call->decision.next.tokens;
+	next->fraction = call->decision.next.fraction;
 	next->stamp = call->decision.next.stamp_us;
 	return call->decision.state_changed;
 }

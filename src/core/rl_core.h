@@ -20,9 +20,10 @@ extern "C" {
 
 /*
  * Largest capacity accepted: every whole number of tokens up to it is exact
- * in a double, so "remaining" is never rounded.
+ * in a double, so rate * window and cost compare exactly.
  */
 #define RL_MAX_CAPACITY 9007199254740992.0 /* 2^53 */
+#define RL_MAX_CAPACITY_INT INT64_C(9007199254740992)
 
 /*
  * Tolerance when comparing fractional token counts: a refill that lands a
@@ -48,10 +49,15 @@ typedef struct RlTokenBucketLimit
 	double		capacity;
 } RlTokenBucketLimit;
 
-/* The stored state of one key: tokens held at the instant stamp_us. */
+/*
+ * The stored state of one key: tokens + fraction held at the instant
+ * stamp_us.  Whole tokens are an integer so that no capacity, however
+ * large, rounds away the fraction (a double near 2^53 has no fractions).
+ */
 typedef struct RlTokenBucketState
 {
-	double		tokens;
+	int64_t		tokens;			/* whole tokens, 0 .. capacity */
+	double		fraction;		/* part of the next token, in [0, 1) */
 	int64_t		stamp_us;
 } RlTokenBucketState;
 

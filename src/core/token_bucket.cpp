@@ -1,4 +1,8 @@
 // Token bucket with continuous refill and exact fractional tokens.
+//
+// The level is whole tokens (int64) plus a fraction in [0, 1): integer parts
+// add and subtract exactly at any capacity, and the fraction keeps its full
+// double precision however full the bucket is.
 #include "rl_core.h"
 
 #include <algorithm>
@@ -8,26 +12,61 @@ namespace {
 
 constexpr double kMicrosPerSecond = 1e6;
 
+struct Level
+{
+	int64_t whole;
+	double fraction;
+};
+
 bool IsPositiveFinite(double value) noexcept
 {
 	return std::isfinite(value) && value > 0.0;
 }
 
-// Tokens held at now_us by a bucket that held prior.tokens at prior.stamp_us.
-double RefilledTokens(const RlTokenBucketState &prior, int64_t now_us,
-					  const RlTokenBucketLimit &limit) noexcept
+// Splits a finite, non-negative amount below 2^53 exactly.
+Level Split(double amount) noexcept
 {
+	const double whole = std::floor(amount);
+	return Level{static_cast<int64_t>(whole), amount - whole};
+}
+
+bool Above(const Level &a, const Level &b) noexcept
+{
+	return a.whole > b.whole || (a.whole == b.whole && a.fraction > b.fraction);
+}
+
+// Microseconds from earlier to later, exact: the unsigned difference of two
+// int64 values never overflows, and converts to double exactly below 2^53.
+double ElapsedMicros(int64_t earlier, int64_t later) noexcept
+{
+	if (later <= earlier)
+		return 0.0;
+	return static_cast<double>(static_cast<uint64_t>(later) - static_cast<uint64_t>(earlier));
+}
+
+// The level at now_us of a bucket that held prior at prior.stamp_us.
+Level Refill(const RlTokenBucketState &prior, int64_t now_us,
+			 const RlTokenBucketLimit &limit) noexcept
+{
+	const Level full = Split(limit.capacity);
 	// Multiplying by the microsecond count before dividing keeps whole-token
-	// refills exact (0.3/s over 3 s is 900000/1e6, not 0.899...).  The
-	// difference is taken in double: across the whole timestamp range an
-	// int64 subtraction would overflow.
-	const double elapsed_us =
-		now_us > prior.stamp_us
-			? static_cast<double>(now_us) - static_cast<double>(prior.stamp_us)
-			: 0.0;
-	const double refill = limit.rate_per_second * elapsed_us / kMicrosPerSecond;
-	// An overflowing refill is +inf, which std::min turns into a full bucket.
-	return std::min(limit.capacity, prior.tokens + refill);
+	// refills exact (0.3/s over 3 s is 900000/1e6, not 0.899...).
+	const double refill = limit.rate_per_second * ElapsedMicros(prior.stamp_us, now_us) / kMicrosPerSecond;
+	if (!(refill < limit.capacity))
+		return full;			// also an overflowing (+inf) refill
+
+	// Stored state is ours, but a hand-edited row must not overflow below.
+	const Level held{std::clamp<int64_t>(prior.tokens, 0, RL_MAX_CAPACITY_INT),
+					 prior.fraction >= 0.0 && prior.fraction < 1.0 ? prior.fraction : 0.0};
+	const Level added = Split(refill);
+	Level level{held.whole + added.whole, held.fraction + added.fraction};
+	if (level.fraction >= 1.0)
+	{
+		level.fraction -= 1.0;
+		level.whole += 1;
+	}
+	// A smaller capacity than before clamps what the bucket holds.
+	return Above(level, full) ? full : level;
 }
 
 }  // namespace
@@ -45,7 +84,8 @@ rl_token_bucket_limit(double rate, double window, int64_t cost,
 		return RL_PARAM_CAPACITY_OVERFLOW;
 	if (cost < 0)
 		return RL_PARAM_COST_NEGATIVE;
-	if (static_cast<double>(cost) > capacity + RL_TOKEN_EPSILON)
+	// Compared as integers first: above 2^53 a double rounds the cost down.
+	if (cost > RL_MAX_CAPACITY_INT || static_cast<double>(cost) > capacity + RL_TOKEN_EPSILON)
 		return RL_PARAM_COST_ABOVE_CAPACITY;
 	limit->rate_per_second = rate;
 	limit->capacity = capacity;
@@ -57,30 +97,40 @@ rl_token_bucket_take(const RlTokenBucketState *prior, int64_t now_us,
 					 const RlTokenBucketLimit *limit, int64_t cost)
 {
 	RlTokenBucketDecision decision{};
-	RlTokenBucketState current{};
+	Level level{};
+	int64_t stamp_us = now_us;
 
 	if (prior == nullptr)
-		current = RlTokenBucketState{limit->capacity, now_us};
+		level = Split(limit->capacity);
 	else
-		current = RlTokenBucketState{RefilledTokens(*prior, now_us, *limit),
-									 std::max(prior->stamp_us, now_us)};
+	{
+		level = Refill(*prior, now_us, *limit);
+		// The clock never runs backwards for a bucket.
+		stamp_us = std::max(prior->stamp_us, now_us);
+	}
 
-	const double wanted = static_cast<double>(cost);
-	if (current.tokens + RL_TOKEN_EPSILON < wanted)
+	// Admitted iff whole + fraction >= cost, allowing RL_TOKEN_EPSILON.
+	// cost <= capacity <= 2^53 and whole <= 2^53: no overflow.
+	const int64_t whole_after = level.whole - cost;
+	const bool allowed = whole_after >= 0 ||
+		(whole_after == -1 && level.fraction + RL_TOKEN_EPSILON >= 1.0);
+
+	if (!allowed)
 	{
 		decision.allowed = false;
 		decision.remaining = -1;
 		// A new key starts full, so it can only be refused when cost exceeds
 		// capacity, which rl_token_bucket_limit rejects; store it regardless.
 		decision.state_changed = (prior == nullptr);
-		decision.next = current;
+		decision.next = RlTokenBucketState{level.whole, level.fraction, stamp_us};
 		return decision;
 	}
 
-	current.tokens = std::max(0.0, current.tokens - wanted);
+	Level after = whole_after >= 0 ? Level{whole_after, level.fraction}
+		: Level{0, 0.0};		// the epsilon's gift: at most 1e-9 token
 	decision.allowed = true;
-	decision.remaining = static_cast<int64_t>(std::floor(current.tokens + RL_TOKEN_EPSILON));
+	decision.remaining = after.whole + (after.fraction + RL_TOKEN_EPSILON >= 1.0 ? 1 : 0);
 	decision.state_changed = (prior == nullptr) || cost > 0;
-	decision.next = current;
+	decision.next = RlTokenBucketState{after.whole, after.fraction, stamp_us};
 	return decision;
 }

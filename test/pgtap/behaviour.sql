@@ -316,7 +316,7 @@ RELEASE SAVEPOINT sp4;
 SELECT is(ARRAY[:sp4_a, :sp4_b]::bigint[], ARRAY[4, 3]::bigint[],
           'inside sp4: two calls on a key with an existing row');
 SELECT results_eq($$SELECT tokens, updated_at FROM ratelimit.token_bucket WHERE id = 'bh-sp-existing'$$,
-                  $$VALUES (5::float8, '2026-01-01 00:00:00+00'::timestamptz)$$,
+                  $$VALUES (5::bigint, '2026-01-01 00:00:00+00'::timestamptz)$$,
                   'its row is as it was');
 SELECT is(rl_token_bucket('bh-sp-existing', 1, 10, 1), 4::bigint,
           'after the rollback the key goes on from its row: 5 - 1');

@@ -165,7 +165,7 @@ SELECT is(current_user::text, 'postgres', 'RESET ROLE is back to the superuser')
 SELECT results_eq(
     $$SELECT id, tokens, updated_at FROM ratelimit.token_bucket
       WHERE id IN ('priv-one', 'priv-three', 'priv-default') ORDER BY id$$,
-    $$VALUES ('priv-default'::text COLLATE "C", 119::float8, '2026-01-01 00:00:00+00'::timestamptz),
+    $$VALUES ('priv-default'::text COLLATE "C", 119::bigint, '2026-01-01 00:00:00+00'::timestamptz),
              ('priv-one', 9, '2026-01-01 00:00:00+00'),
              ('priv-three', 7, '2026-01-01 00:00:00+00')$$,
     'the rows the role''s calls wrote are in ratelimit.token_bucket');

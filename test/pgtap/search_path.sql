@@ -28,8 +28,8 @@ INSERT INTO ratelimit.token_bucket (id, tokens, updated_at) VALUES
 
 SET ROLE rl_pgtap_attacker;
 CREATE TABLE rl_pgtap_evil.log (who text, what text);
-CREATE TABLE rl_pgtap_evil.token_bucket (id text, tokens float8, updated_at timestamptz);
-CREATE TEMP TABLE token_bucket (id text, tokens float8, updated_at timestamptz);
+CREATE TABLE rl_pgtap_evil.token_bucket (id text, tokens bigint, token_fraction float8, updated_at timestamptz);
+CREATE TEMP TABLE token_bucket (id text, tokens bigint, token_fraction float8, updated_at timestamptz);
 CREATE FUNCTION rl_pgtap_evil.texteq(a text, b text) RETURNS boolean
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -72,7 +72,7 @@ SELECT is_empty($$SELECT * FROM pg_temp.token_bucket$$,
 SELECT results_eq(
     $$SELECT id, tokens, updated_at FROM ratelimit.token_bucket
       WHERE id IN ('sp-new-1', 'sp-new-2', 'sp-existing-1', 'sp-existing-2') ORDER BY id$$,
-    $$VALUES ('sp-existing-1'::text COLLATE "C", 4::float8, '2026-01-01 00:00:00+00'::timestamptz),
+    $$VALUES ('sp-existing-1'::text COLLATE "C", 4::bigint, '2026-01-01 00:00:00+00'::timestamptz),
              ('sp-existing-2', 4, '2026-01-01 00:00:00+00'),
              ('sp-new-1', 8, '2026-01-01 00:00:00+00'),
              ('sp-new-2', 8, '2026-01-01 00:00:00+00')$$,
