@@ -19,7 +19,9 @@ REGRESS_OPTS = --inputdir=. --load-extension=$(EXTENSION)
 
 PG_CPPFLAGS = -I$(srcdir)/src
 PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Werror
-PG_CXXFLAGS = -std=c++17 -Wno-register -Wall -Wextra -Werror
+# -fno-exceptions: a throw in the core is a compile error, never an unwind
+# through PostgreSQL frames.
+PG_CXXFLAGS = -std=c++17 -fno-exceptions -Wno-register -Wall -Wextra -Werror
 SHLIB_LINK = -lstdc++
 
 PG_CONFIG ?= pg_config

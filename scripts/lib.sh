@@ -80,8 +80,8 @@ rl_allow_traverse() {
 # Sets PGHOST, PGPORT, PGUSER, RL_PGDATA, RL_CLUSTER_DIR.
 rl_cluster_start() {
 	local name=$1; shift
-	RL_CLUSTER_DIR=$RL_ROOT/.cluster/$name
-	RL_PGDATA=$RL_CLUSTER_DIR/data
+	export RL_CLUSTER_DIR=$RL_ROOT/.cluster/$name
+	export RL_PGDATA=$RL_CLUSTER_DIR/data
 	rl_as_root rm -rf "$RL_CLUSTER_DIR"
 	mkdir -p "$RL_CLUSTER_DIR"
 	rl_as_root chown "$(rl_cluster_user)" "$RL_CLUSTER_DIR"

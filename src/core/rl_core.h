@@ -15,7 +15,10 @@
 #include <stdint.h>
 
 #ifdef __cplusplus
+#define RL_NOEXCEPT noexcept	/* nothing may unwind into PostgreSQL */
 extern "C" {
+#else
+#define RL_NOEXCEPT
 #endif
 
 /*
@@ -73,7 +76,7 @@ typedef struct RlTokenBucketDecision
 
 /* Checks the SQL-level parameters and derives the limit. */
 RlParamError rl_token_bucket_limit(double rate, double window, int64_t cost,
-								   RlTokenBucketLimit *limit);
+								   RlTokenBucketLimit *limit) RL_NOEXCEPT;
 
 /*
  * Takes cost tokens at now_us.  prior is NULL for a key never seen (a full
@@ -83,7 +86,7 @@ RlParamError rl_token_bucket_limit(double rate, double window, int64_t cost,
 RlTokenBucketDecision rl_token_bucket_take(const RlTokenBucketState *prior,
 										   int64_t now_us,
 										   const RlTokenBucketLimit *limit,
-										   int64_t cost);
+										   int64_t cost) RL_NOEXCEPT;
 
 #ifdef __cplusplus
 }

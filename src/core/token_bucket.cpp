@@ -73,7 +73,7 @@ Level Refill(const RlTokenBucketState &prior, int64_t now_us,
 
 extern "C" RlParamError
 rl_token_bucket_limit(double rate, double window, int64_t cost,
-					  RlTokenBucketLimit *limit)
+					  RlTokenBucketLimit *limit) noexcept
 {
 	if (!IsPositiveFinite(rate))
 		return RL_PARAM_RATE_INVALID;
@@ -94,7 +94,7 @@ rl_token_bucket_limit(double rate, double window, int64_t cost,
 
 extern "C" RlTokenBucketDecision
 rl_token_bucket_take(const RlTokenBucketState *prior, int64_t now_us,
-					 const RlTokenBucketLimit *limit, int64_t cost)
+					 const RlTokenBucketLimit *limit, int64_t cost) noexcept
 {
 	RlTokenBucketDecision decision{};
 	Level level{};

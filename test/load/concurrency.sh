@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Load test: pgbench clients hammer ONE key; every call is logged with the
-# server clock just before and after it.  The bucket is full until the
-# first call, so with T0 the start of the first call:
-#   admitted <= capacity + rate * (end of last call - T0)
-#   admitted >= capacity + rate * (start of last refused call - T0) - 1
+# server clock just before and after it.  The bucket stays full until the
+# first decision d1, which lies between the first call's start and the
+# first call's end, so:
+#   admitted <= capacity + rate * (end of last call - first start)
+#   admitted >= capacity + rate * (start of last refused call - first end) - 1
 # (a refused call proves the bucket held under one token at that moment).
 # Usage: concurrency.sh [CLIENTS] [SECONDS]; uses PGHOST/PGPORT from
 # scripts/lib.sh and the path chosen by PGOPTIONS.
@@ -41,11 +42,12 @@ WITH agg AS (
            count(*) FILTER (WHERE NOT allowed) AS refused,
            extract(epoch FROM max(finished)) AS last_end,
            extract(epoch FROM max(started) FILTER (WHERE NOT allowed)) AS last_refused_start,
-           extract(epoch FROM min(started)) AS first_start
+           extract(epoch FROM min(started)) AS first_start,
+           extract(epoch FROM min(finished)) AS first_end
     FROM calls)
 SELECT admitted, refused,
        round(($rate * $window + $rate * (last_end - first_start))::numeric, 3) AS upper_bound,
-       round(($rate * $window + $rate * (last_refused_start - first_start) - 1)::numeric, 3) AS lower_bound
+       round(($rate * $window + $rate * (last_refused_start - first_end) - 1)::numeric, 3) AS lower_bound
 FROM agg;
 SQL
 )
