@@ -87,10 +87,10 @@ psql_at() { rl_psql -d postgres -At "$@"; }
 
 # ---------------------------------------------------------------- setup --
 
-# The two baselines use the table layout ratelimit.token_bucket had when
-# this was written (text COLLATE "C" primary key, float8 tokens,
-# timestamptz, UNLOGGED, fillfactor 50), so that the comparison is about the
-# access path, not about the layout.
+# The two baselines use the layout users hand-write, with the same key,
+# storage and fill as ratelimit.token_bucket (text COLLATE "C" primary key,
+# float8 tokens, timestamptz, UNLOGGED, fillfactor 50), so that the
+# comparison is about the access path, not about the layout.
 #
 # The upsert statement, with placeholders @ID@ @RATE@ @WINDOW@ @COST@.
 # A refused call stores the refilled bucket as of now without taking
@@ -466,7 +466,8 @@ SQL
 	echo "- throwaway cluster (\`.cluster/bench\`), server defaults except shared_buffers = 256MB;" \
 	     "keys \`'k1'\` … \`'k$KEYS'\`, rate $RATE/s, window $WINDOW s, cost 1."
 	echo "- baselines: UNLOGGED tables with a text COLLATE \"C\" primary key, float8 tokens," \
-	     "a timestamptz and fillfactor 50, as \`ratelimit.token_bucket\` had when this was written; the PL/pgSQL" \
+	     "a timestamptz and fillfactor 50 (\`ratelimit.token_bucket\` itself keeps whole tokens in a" \
+	     "bigint plus a float8 fraction); the PL/pgSQL" \
 	     "bucket and the upsert statement are in \`test/bench/run.sh\`, and all variants pass the" \
 	     "SPEC §2.1 check (fractions kept, refused calls take nothing) before the run."
 	[ -z "$SO_NOTE" ] || echo "- **$SO_NOTE**"
