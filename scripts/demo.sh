@@ -6,8 +6,7 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
-RL_CLUSTER_DIR=$RL_ROOT/.cluster/demo
-RL_PGDATA=$RL_CLUSTER_DIR/data
+rl_cluster_use demo
 if [ "${1:-}" = "stop" ]; then
 	rl_cluster_stop
 	echo "demo cluster stopped"

@@ -78,10 +78,15 @@ rl_allow_traverse() {
 
 # rl_cluster_start NAME [extra postgresql.conf lines...]
 # Sets PGHOST, PGPORT, PGUSER, RL_PGDATA, RL_CLUSTER_DIR.
+# rl_cluster_use NAME: point RL_CLUSTER_DIR and RL_PGDATA at cluster NAME.
+rl_cluster_use() {
+	export RL_CLUSTER_DIR=$RL_ROOT/.cluster/$1
+	export RL_PGDATA=$RL_CLUSTER_DIR/data
+}
+
 rl_cluster_start() {
 	local name=$1; shift
-	export RL_CLUSTER_DIR=$RL_ROOT/.cluster/$name
-	export RL_PGDATA=$RL_CLUSTER_DIR/data
+	rl_cluster_use "$name"
 	rl_as_root rm -rf "$RL_CLUSTER_DIR"
 	mkdir -p "$RL_CLUSTER_DIR"
 	rl_as_root chown "$(rl_cluster_user)" "$RL_CLUSTER_DIR"

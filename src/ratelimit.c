@@ -223,11 +223,12 @@ const RlStoreOps *
 RlTableStore(void)
 {
 	const RlStateTable *table = RlGetStateTable();
+	bool		local_heap = table->is_heap && !table->is_distributed;
 
 	switch (rl_table_access)
 	{
 		case RL_TABLE_ACCESS_DIRECT:
-			if (!table->is_heap || table->is_distributed)
+			if (!local_heap)
 				ereport(ERROR,
 						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 						 errmsg("ratelimit.table_access = direct needs a local heap state table"),
@@ -239,7 +240,7 @@ RlTableStore(void)
 		case RL_TABLE_ACCESS_SPI:
 			return &RlSpiStore;
 		default:
-			return table->is_heap && !table->is_distributed ? &RlDirectStore : &RlSpiStore;
+			return local_heap ? &RlDirectStore : &RlSpiStore;
 	}
 }
 

@@ -50,7 +50,6 @@ typedef struct UndoRecord
 
 static HTAB *cache = NULL;
 static bool cache_in_use = false;	/* entries exist for this transaction */
-static int	dirty_count = 0;
 static UndoRecord *undo = NULL;	/* in TopTransactionContext */
 static int	undo_len = 0;
 static int	undo_cap = 0;
@@ -165,8 +164,6 @@ RlStateUpdate(text *key, RlDecideFn decide, void *arg)
 		{
 			SaveForRollback(entry);
 			entry->row = next;
-			if (!entry->dirty)
-				dirty_count++;
 			entry->dirty = true;
 		}
 		return;
@@ -218,10 +215,8 @@ FlushCache(void)
 	const RlStoreOps *open_store = NULL;
 	void	   *handle = NULL;
 
-	if (!cache_in_use || dirty_count == 0)
+	if (!cache_in_use)
 		return;
-	/* Commit runs outside any portal: SPI needs a snapshot to run under. */
-	PushActiveSnapshot(GetTransactionSnapshot());
 	hash_seq_init(&status, cache);
 	while ((entry = hash_seq_search(&status)) != NULL)
 	{
@@ -232,6 +227,11 @@ FlushCache(void)
 		{
 			if (open_store != NULL)
 				open_store->end(handle);
+			else
+			{
+				/* Commit runs outside any portal: SPI needs a snapshot. */
+				PushActiveSnapshot(GetTransactionSnapshot());
+			}
 			open_store = entry->store;
 			handle = open_store->begin();
 		}
@@ -239,10 +239,11 @@ FlushCache(void)
 			elog(ERROR, "rate-limit state row vanished while locked");
 		entry->dirty = false;
 	}
-	dirty_count = 0;
 	if (open_store != NULL)
+	{
 		open_store->end(handle);
-	PopActiveSnapshot();
+		PopActiveSnapshot();
+	}
 }
 
 static void
@@ -267,7 +268,6 @@ ForgetCache(void)
 	}
 	/* Keys and undo records go away with TopTransactionContext. */
 	cache_in_use = false;
-	dirty_count = 0;
 	undo = NULL;
 	undo_len = undo_cap = 0;
 }
@@ -279,16 +279,10 @@ RollbackSubtransaction(SubTransactionId subid)
 	{
 		UndoRecord *record = &undo[--undo_len];
 
-		CachedState *entry = record->entry;
-
-		dirty_count -= entry->dirty;
 		if (record->existed)
-		{
-			*entry = record->saved;
-			dirty_count += entry->dirty;
-		}
+			*record->entry = record->saved;
 		else
-			(void) hash_search(cache, &entry->key, HASH_REMOVE, NULL);
+			(void) hash_search(cache, &record->entry->key, HASH_REMOVE, NULL);
 	}
 }
 
