@@ -45,10 +45,15 @@ typedef enum RlParamError
 	RL_PARAM_COST_ABOVE_CAPACITY
 } RlParamError;
 
-/* A validated token-bucket limit. */
+/*
+ * A validated token-bucket limit: refill_tokens every refill_interval_us,
+ * continuously.  Kept as a ratio (not tokens per microsecond) so that whole
+ * refills are exact: 10 per minute over 6 s is 10 * 6e6 / 60e6 = 1 token.
+ */
 typedef struct RlTokenBucketLimit
 {
-	double		rate_per_second;
+	double		refill_tokens;
+	double		refill_interval_us;
 	double		capacity;
 } RlTokenBucketLimit;
 
@@ -87,6 +92,219 @@ RlTokenBucketDecision rl_token_bucket_take(const RlTokenBucketState *prior,
 										   int64_t now_us,
 										   const RlTokenBucketLimit *limit,
 										   int64_t cost) RL_NOEXCEPT;
+
+/* ---------------------------------------------------------------------------
+ * Zones: named policies of rate requests per period (SPEC 2.2).
+ * ------------------------------------------------------------------------- */
+
+typedef enum RlAlgorithm
+{
+	RL_ALGORITHM_TOKEN_BUCKET,
+	RL_ALGORITHM_GCRA,
+	RL_ALGORITHM_SLIDING_WINDOW,
+	RL_ALGORITHM_SLIDING_WINDOW_COUNTER,
+	RL_ALGORITHM_FIXED_WINDOW
+} RlAlgorithm;
+
+/*
+ * Longest period: 2^53 microseconds (285 years).  Every product below stays
+ * within 128 bits and every time difference within 62 bits.
+ */
+#define RL_MAX_PERIOD_US INT64_C(9007199254740992)
+
+/* Largest rate (or burst): capacities stay exact in a double. */
+#define RL_MAX_LIMIT RL_MAX_CAPACITY_INT
+
+/*
+ * Largest limit of an exact sliding window: its state holds one admission
+ * time per admitted request (at most about 3 bytes each, see
+ * sliding_window.cpp), so a million is a few megabytes per key.  Larger
+ * limits use sliding_window_counter.
+ */
+#define RL_SLIDING_WINDOW_MAX_LIMIT INT64_C(1000000)
+
+typedef enum RlZoneError
+{
+	RL_ZONE_OK = 0,
+	RL_ZONE_RATE_INVALID,		/* rate <= 0 or above RL_MAX_LIMIT */
+	RL_ZONE_PERIOD_INVALID,		/* period <= 0 or above RL_MAX_PERIOD_US */
+	RL_ZONE_BURST_INVALID,		/* burst <= 0 or above RL_MAX_LIMIT */
+	RL_ZONE_BURST_NOT_APPLICABLE,	/* burst given to a window algorithm */
+	RL_ZONE_LIMIT_TOO_LARGE_FOR_EXACT	/* sliding_window above its maximum */
+} RlZoneError;
+
+/* A validated zone limit. */
+typedef struct RlZoneLimit
+{
+	RlAlgorithm algorithm;
+	int64_t		rate;			/* requests per period */
+	int64_t		period_us;
+	int64_t		capacity;		/* most admitted at one instant */
+} RlZoneLimit;
+
+/*
+ * Checks a zone definition.  burst < 0 means "not given": the capacity is
+ * then rate.  burst applies to token_bucket and gcra only.
+ */
+RlZoneError rl_zone_limit(RlAlgorithm algorithm, int64_t rate, int64_t period_us,
+						  int64_t burst, RlZoneLimit *limit) RL_NOEXCEPT;
+
+/* cost must lie in [0, capacity]: a larger cost could never be admitted. */
+bool		rl_zone_cost_valid(const RlZoneLimit *limit, int64_t cost) RL_NOEXCEPT;
+
+/*
+ * The fixed-size state of one key for every algorithm but the exact sliding
+ * window.  Field use per algorithm:
+ *   token_bucket            a = whole tokens, fraction = part token, stamp = as of
+ *   gcra                    stamp, a = theoretical arrival time in microseconds
+ *                           plus a / rate (exact: no rounding of period / rate)
+ *   fixed_window            stamp = start of the window, a = cost admitted in it
+ *   sliding_window_counter  stamp = start of the current aligned window,
+ *                           a = its admitted cost, b = the previous window's
+ */
+typedef struct RlCounterState
+{
+	int64_t		a;
+	double		fraction;
+	int64_t		stamp_us;
+	int64_t		b;
+} RlCounterState;
+
+/* What every zone-based check reports (rl_result). */
+typedef struct RlDecision
+{
+	bool		allowed;
+	int64_t		capacity;
+	int64_t		remaining;		/* left after this call (0 when refused) */
+	int64_t		retry_after_us; /* when refused: until this call would pass */
+	int64_t		reset_after_us; /* until the key is back to full allowance */
+	bool		state_changed;	/* false: the stored state stays valid */
+} RlDecision;
+
+/*
+ * Decides a call of cost at now_us for every algorithm but the exact sliding
+ * window.  prior is NULL for a key never seen.  Refusals and cost 0 change
+ * nothing; a clock that goes backwards counts as no time passing.
+ */
+RlDecision	rl_counter_take(const RlZoneLimit *limit, const RlCounterState *prior,
+							int64_t now_us, int64_t cost, RlCounterState *next) RL_NOEXCEPT;
+
+/* ---------------------------------------------------------------------------
+ * Exact sliding window (sliding_window.cpp).
+ *
+ * The state is the admission times (with costs) of the requests still in the
+ * trailing period, oldest first, split into a front buffer, sealed chunks
+ * kept by the store as rows of their own, and a back buffer.  A call reads
+ * and writes the two buffers (bounded bytes) and, every few hundred
+ * admissions, one chunk: O(1) amortised in work and bytes at any limit.
+ * ------------------------------------------------------------------------- */
+
+/* Encoded bytes per buffer or chunk before it is sealed. */
+#define RL_SW_BUFFER_BYTES 256
+/* An entry takes at least one byte. */
+#define RL_SW_BUFFER_ENTRIES RL_SW_BUFFER_BYTES
+/* Chunk sequence numbers cycle through 1 .. RL_SW_MAX_CHUNK_SEQ. */
+#define RL_SW_MAX_CHUNK_SEQ INT32_MAX
+/* Largest encoded header (see rl_sw_encode_header). */
+#define RL_SW_MAX_HEADER_BYTES (2 * RL_SW_BUFFER_BYTES + 64)
+
+typedef struct RlSwEntry
+{
+	int64_t		time_us;
+	int64_t		cost;
+} RlSwEntry;
+
+typedef struct RlSwBuffer
+{
+	int32_t		count;
+	int32_t		bytes;			/* encoded size */
+	RlSwEntry	entries[RL_SW_BUFFER_ENTRIES];
+} RlSwBuffer;
+
+typedef struct RlSlidingWindowState
+{
+	int64_t		admitted;		/* total cost of every stored entry */
+	int64_t		stamp_us;		/* latest decision time: the clock never goes back */
+	int64_t		newest_us;		/* time of the newest entry */
+	uint32_t	first_chunk;	/* sealed chunks are [first_chunk, next_chunk) */
+	uint32_t	next_chunk;
+	RlSwBuffer	front;			/* the oldest entries; empty only if all is */
+	RlSwBuffer	back;			/* the newest entries */
+} RlSlidingWindowState;
+
+/* A sealed chunk as stored, handed back to the algorithm when it asks. */
+typedef struct RlSwChunk
+{
+	const uint8_t *bytes;
+	int32_t		len;
+} RlSwChunk;
+
+typedef struct RlSwDecision
+{
+	RlDecision	decision;
+	/*
+	 * More chunks are needed: load the first need_chunks sealed chunks and
+	 * call again.  Nothing else in this result is meaningful then.
+	 */
+	int32_t		need_chunks;
+	/* Chunks emptied by expiry: delete them (first_chunk onwards). */
+	int32_t		consumed_chunks;
+	uint32_t	consumed_from;
+	/* A chunk sealed by this call: store it under sealed_seq. */
+	bool		sealed;
+	uint32_t	sealed_seq;
+	int32_t		sealed_len;
+	uint8_t		sealed_bytes[RL_SW_BUFFER_BYTES];
+} RlSwDecision;
+
+/* A new key: no entries. */
+void		rl_sw_init(RlSlidingWindowState *state) RL_NOEXCEPT;
+
+/* Number of sealed chunks. */
+uint32_t	rl_sw_chunk_count(const RlSlidingWindowState *state) RL_NOEXCEPT;
+
+/* The sequence number of the chunk index places after first_chunk. */
+uint32_t	rl_sw_chunk_seq(uint32_t first, uint32_t index) RL_NOEXCEPT;
+
+/*
+ * Decides a call of cost at now_us.  chunks are the first nchunks sealed
+ * chunks, oldest first (nchunks may be 0).  When it needs more it sets
+ * need_chunks and leaves state untouched; otherwise, when
+ * decision.state_changed, state is the new state and the caller applies the
+ * chunk changes.  Refusals and cost 0 change nothing.  Returns false when a
+ * stored buffer or chunk does not decode (corrupt state).
+ */
+bool		rl_sw_take(const RlZoneLimit *limit, RlSlidingWindowState *state,
+					   int64_t now_us, int64_t cost,
+					   const RlSwChunk *chunks, int32_t nchunks,
+					   RlSwDecision *result) RL_NOEXCEPT;
+
+/*
+ * The header as stored (everything but the sealed chunks): at most
+ * RL_SW_MAX_HEADER_BYTES.  admitted, stamp_us are stored by the caller in
+ * columns of their own; decode takes them back.
+ */
+int32_t		rl_sw_encode_header(const RlSlidingWindowState *state, uint8_t *out) RL_NOEXCEPT;
+bool		rl_sw_decode_header(const uint8_t *bytes, int32_t len, int64_t admitted,
+								int64_t stamp_us, RlSlidingWindowState *state) RL_NOEXCEPT;
+
+/* ---------------------------------------------------------------------------
+ * redis-cell's CL.THROTTLE key max_burst count period quantity (SPEC 2.3).
+ * ------------------------------------------------------------------------- */
+
+typedef enum RlGcraError
+{
+	RL_GCRA_OK = 0,
+	RL_GCRA_MAX_BURST_INVALID,	/* < 0 or too large */
+	RL_GCRA_COUNT_INVALID,		/* <= 0 */
+	RL_GCRA_PERIOD_INVALID,		/* not finite, or not 1 us .. RL_MAX_PERIOD_US */
+	RL_GCRA_QUANTITY_NEGATIVE,
+	RL_GCRA_QUANTITY_ABOVE_LIMIT	/* quantity > max_burst + 1 */
+} RlGcraError;
+
+/* The zone limit equivalent to redis-cell's parameters (period in seconds). */
+RlGcraError rl_gcra_limit(int64_t max_burst, int64_t count, double period_s,
+						  int64_t quantity, RlZoneLimit *limit) RL_NOEXCEPT;
 
 #ifdef __cplusplus
 }

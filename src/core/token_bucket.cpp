@@ -51,7 +51,7 @@ Level Refill(const RlTokenBucketState &prior, int64_t now_us,
 	const Level full = Split(limit.capacity);
 	// Multiplying by the microsecond count before dividing keeps whole-token
 	// refills exact (0.3/s over 3 s is 900000/1e6, not 0.899...).
-	const double refill = limit.rate_per_second * ElapsedMicros(prior.stamp_us, now_us) / kMicrosPerSecond;
+	const double refill = limit.refill_tokens * ElapsedMicros(prior.stamp_us, now_us) / limit.refill_interval_us;
 	if (!(refill < limit.capacity))
 		return full;			// also an overflowing (+inf) refill
 
@@ -87,7 +87,8 @@ rl_token_bucket_limit(double rate, double window, int64_t cost,
 	// Compared as integers first: above 2^53 a double rounds the cost down.
 	if (cost > RL_MAX_CAPACITY_INT || static_cast<double>(cost) > capacity + RL_TOKEN_EPSILON)
 		return RL_PARAM_COST_ABOVE_CAPACITY;
-	limit->rate_per_second = rate;
+	limit->refill_tokens = rate;
+	limit->refill_interval_us = kMicrosPerSecond;
 	limit->capacity = capacity;
 	return RL_PARAM_OK;
 }

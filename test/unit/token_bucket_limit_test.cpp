@@ -17,19 +17,21 @@ constexpr double kTwoPow53 = 9007199254740992.0;
 // A limit pre-filled with a recognisable value, to see whether it was written.
 RlTokenBucketLimit Sentinel()
 {
-	return RlTokenBucketLimit{-12345.0, -67890.0};
+	return RlTokenBucketLimit{-12345.0, -1.0, -67890.0};
 }
 
 TEST(TokenBucketLimit, AcceptsValidParametersAndFillsLimit)
 {
 	RlTokenBucketLimit limit = Sentinel();
 	ASSERT_EQ(rl_token_bucket_limit(2.0, 60.0, 1, &limit), RL_PARAM_OK);
-	EXPECT_EQ(limit.rate_per_second, 2.0);
+	EXPECT_EQ(limit.refill_tokens, 2.0);
+	EXPECT_EQ(limit.refill_interval_us, 1e6);
 	EXPECT_EQ(limit.capacity, 120.0);
 
 	limit = Sentinel();
 	ASSERT_EQ(rl_token_bucket_limit(0.5, 7.0, 3, &limit), RL_PARAM_OK);
-	EXPECT_EQ(limit.rate_per_second, 0.5);
+	EXPECT_EQ(limit.refill_tokens, 0.5);
+	EXPECT_EQ(limit.refill_interval_us, 1e6);
 	EXPECT_EQ(limit.capacity, 3.5);
 }
 
@@ -37,7 +39,8 @@ TEST(TokenBucketLimit, CapacityIsRateTimesWindow)
 {
 	RlTokenBucketLimit limit = Sentinel();
 	ASSERT_EQ(rl_token_bucket_limit(0.3, 10.0, 1, &limit), RL_PARAM_OK);
-	EXPECT_EQ(limit.rate_per_second, 0.3);
+	EXPECT_EQ(limit.refill_tokens, 0.3);
+	EXPECT_EQ(limit.refill_interval_us, 1e6);
 	EXPECT_EQ(limit.capacity, 0.3 * 10.0);
 
 	limit = Sentinel();
@@ -111,7 +114,8 @@ TEST(TokenBucketLimit, AcceptsCapacityAtMaximum)
 	RlTokenBucketLimit limit = Sentinel();
 	ASSERT_EQ(rl_token_bucket_limit(kTwoPow52, 2.0, 1, &limit), RL_PARAM_OK);
 	EXPECT_EQ(limit.capacity, RL_MAX_CAPACITY);
-	EXPECT_EQ(limit.rate_per_second, kTwoPow52);
+	EXPECT_EQ(limit.refill_tokens, kTwoPow52);
+	EXPECT_EQ(limit.refill_interval_us, 1e6);
 
 	limit = Sentinel();
 	ASSERT_EQ(rl_token_bucket_limit(2.0, kTwoPow52, static_cast<int64_t>(kTwoPow53), &limit),

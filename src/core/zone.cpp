@@ -1,0 +1,295 @@
+// Zone algorithms with a fixed-size state: token bucket, GCRA (redis-cell),
+// fixed window and sliding-window counter.
+//
+// Times are int64 microseconds; products and sums that could leave 64 bits
+// are computed in 128 bits, so no parameter the zone checks accept can
+// overflow.
+#include "rl_core.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace {
+
+using Wide = __int128;
+
+constexpr Wide kInt64Max = INT64_MAX;
+
+int64_t Saturate(Wide value) noexcept
+{
+	if (value > kInt64Max)
+		return INT64_MAX;
+	if (value < -kInt64Max)
+		return -INT64_MAX;
+	return static_cast<int64_t>(value);
+}
+
+// ceil(numerator / denominator) for numerator >= 0, denominator > 0.
+Wide CeilDiv(Wide numerator, Wide denominator) noexcept
+{
+	return (numerator + denominator - 1) / denominator;
+}
+
+// floor(numerator / denominator) for any numerator, denominator > 0.
+Wide FloorDiv(Wide numerator, Wide denominator) noexcept
+{
+	Wide q = numerator / denominator;
+	if (numerator % denominator != 0 && numerator < 0)
+		q -= 1;
+	return q;
+}
+
+// Microseconds a debt of `deficit` tokens takes to refill, rounded up so
+// that a retry at that moment passes.
+int64_t RefillMicros(double deficit, const RlTokenBucketLimit &limit) noexcept
+{
+	if (!(deficit > RL_TOKEN_EPSILON))
+		return 0;
+	const double micros = std::ceil(deficit * limit.refill_interval_us / limit.refill_tokens);
+	return micros >= 9.2e18 ? INT64_MAX : std::max<int64_t>(1, static_cast<int64_t>(micros));
+}
+
+RlDecision TokenBucketTake(const RlZoneLimit &zone, const RlCounterState *prior,
+						   int64_t now_us, int64_t cost, RlCounterState *next) noexcept
+{
+	const RlTokenBucketLimit limit{static_cast<double>(zone.rate),
+								   static_cast<double>(zone.period_us),
+								   static_cast<double>(zone.capacity)};
+	RlTokenBucketState prior_state{};
+	if (prior != nullptr)
+		prior_state = RlTokenBucketState{prior->a, prior->fraction, prior->stamp_us};
+	const RlTokenBucketDecision taken =
+		rl_token_bucket_take(prior != nullptr ? &prior_state : nullptr, now_us, &limit, cost);
+
+	// After the call (or, refused, at now): whole tokens plus a fraction.
+	const int64_t whole = taken.next.tokens;
+	const double fraction = taken.next.fraction;
+	RlDecision decision{};
+	decision.allowed = taken.allowed;
+	decision.capacity = zone.capacity;
+	decision.remaining = whole + (fraction + RL_TOKEN_EPSILON >= 1.0 ? 1 : 0);
+	decision.retry_after_us = taken.allowed ? 0
+		: RefillMicros(static_cast<double>(cost - whole) - fraction, limit);
+	decision.reset_after_us =
+		RefillMicros(static_cast<double>(zone.capacity - whole) - fraction, limit);
+	decision.state_changed = taken.allowed && cost > 0;
+	*next = RlCounterState{whole, fraction, taken.next.stamp_us, 0};
+	return decision;
+}
+
+// Generic cell rate algorithm, as redis-cell computes it, in exact integer
+// arithmetic: one tick is 1/rate microsecond, so the emission interval
+// period/rate is exactly period_us ticks.
+RlDecision GcraTake(const RlZoneLimit &zone, const RlCounterState *prior,
+					int64_t now_us, int64_t cost, RlCounterState *next) noexcept
+{
+	const Wide rate = zone.rate;
+	const Wide emission = zone.period_us;
+	const Wide tolerance = emission * zone.capacity;
+	const Wide increment = emission * cost;
+
+	// The clock never runs backwards for a key: b is the last decision time.
+	if (prior != nullptr)
+		now_us = std::max(now_us, prior->b);
+	const Wide now = static_cast<Wide>(now_us) * rate;
+	const Wide tat = prior != nullptr
+		? static_cast<Wide>(prior->stamp_us) * rate + std::clamp<int64_t>(prior->a, 0, zone.rate - 1)
+		: now;
+
+	const Wide new_tat = std::max(tat, now) + increment;
+	const Wide allow_at = new_tat - tolerance;
+	const Wide diff = now - allow_at;
+
+	RlDecision decision{};
+	decision.capacity = zone.capacity;
+	Wide ttl;
+	if (diff < 0)
+	{
+		decision.allowed = false;
+		// Costs above capacity are refused before: increment <= tolerance.
+		decision.retry_after_us = Saturate(CeilDiv(-diff, rate));
+		ttl = tat - now;
+		*next = prior != nullptr ? *prior : RlCounterState{};
+	}
+	else
+	{
+		decision.allowed = true;
+		decision.retry_after_us = 0;
+		ttl = new_tat - now;
+		decision.state_changed = cost > 0;
+		*next = RlCounterState{Saturate(new_tat % rate), 0.0, Saturate(new_tat / rate), now_us};
+	}
+	const Wide left = tolerance - ttl;
+	decision.remaining = left > 0 ? Saturate(left / emission) : 0;
+	decision.reset_after_us = ttl > 0 ? Saturate(CeilDiv(ttl, rate)) : 0;
+	return decision;
+}
+
+// The whole allowance comes back period after the first call of a window.
+RlDecision FixedWindowTake(const RlZoneLimit &zone, const RlCounterState *prior,
+						   int64_t now_us, int64_t cost, RlCounterState *next) noexcept
+{
+	int64_t start = now_us;
+	int64_t used = 0;
+	if (prior != nullptr)
+	{
+		now_us = std::max(now_us, prior->stamp_us);
+		if (static_cast<Wide>(now_us) < static_cast<Wide>(prior->stamp_us) + zone.period_us)
+		{
+			start = prior->stamp_us;
+			used = std::clamp<int64_t>(prior->a, 0, zone.rate);
+		}
+		else
+			start = now_us;
+	}
+	const Wide window_end = static_cast<Wide>(start) + zone.period_us;
+
+	RlDecision decision{};
+	decision.capacity = zone.capacity;
+	decision.allowed = used + cost <= zone.rate;	// both <= 2^53
+	if (decision.allowed)
+		used += cost;
+	decision.remaining = zone.rate - used;
+	decision.retry_after_us = decision.allowed ? 0 : Saturate(window_end - now_us);
+	decision.reset_after_us = used > 0 ? Saturate(window_end - now_us) : 0;
+	decision.state_changed = decision.allowed && cost > 0;
+	*next = RlCounterState{used, 0.0, start, 0};
+	return decision;
+}
+
+// Cloudflare's approximation: the previous aligned window's count, weighted
+// by how much of it still overlaps the trailing period, plus the current
+// window's.  Compared in integers scaled by the period, so it is exact.
+RlDecision SlidingWindowCounterTake(const RlZoneLimit &zone, const RlCounterState *prior,
+									int64_t now_us, int64_t cost, RlCounterState *next) noexcept
+{
+	const Wide period = zone.period_us;
+	if (prior != nullptr)
+		now_us = std::max(now_us, prior->stamp_us);
+	const Wide start = FloorDiv(now_us, period) * period;
+	Wide current = 0;
+	Wide previous = 0;
+	if (prior != nullptr)
+	{
+		const Wide stored = prior->stamp_us;
+		if (stored == start)
+		{
+			current = std::max<int64_t>(prior->a, 0);
+			previous = std::max<int64_t>(prior->b, 0);
+		}
+		else if (stored + period == start)
+			previous = std::max<int64_t>(prior->a, 0);
+	}
+	const Wide left_in_window = start + period - now_us;	// 1 .. period
+	const Wide rate = zone.rate;
+	// estimate * period, with estimate = previous * left / period + current
+	auto scaled_estimate = [&](Wide cur) { return previous * left_in_window + cur * period; };
+
+	RlDecision decision{};
+	decision.capacity = zone.capacity;
+	decision.allowed = scaled_estimate(current + cost) <= rate * period;
+	if (decision.allowed)
+		current += cost;
+	const Wide spare = rate * period - scaled_estimate(current);
+	decision.remaining = spare > 0 ? Saturate(spare / period) : 0;
+
+	if (!decision.allowed)
+	{
+		// Earliest wait x with the estimate low enough at now + x.
+		const Wide room = rate - current - cost;	// for previous's share
+		Wide wait;
+		if (room >= 0 && previous > 0 && left_in_window - room * period / previous < left_in_window)
+			wait = std::max<Wide>(1, left_in_window - room * period / previous);
+		else
+		{
+			// In the next window, current becomes the previous one.
+			const Wide next_room = rate - cost;
+			Wide into = current > 0 ? period - next_room * period / current : 0;
+			wait = left_in_window + std::max<Wide>(0, into);
+		}
+		decision.retry_after_us = Saturate(wait);
+	}
+	decision.reset_after_us = current > 0 ? Saturate(left_in_window + period)
+		: previous > 0 ? Saturate(left_in_window) : 0;
+	decision.state_changed = decision.allowed && cost > 0;
+	*next = RlCounterState{Saturate(current), 0.0, Saturate(start), Saturate(previous)};
+	return decision;
+}
+
+}  // namespace
+
+extern "C" RlZoneError
+rl_zone_limit(RlAlgorithm algorithm, int64_t rate, int64_t period_us, int64_t burst,
+			  RlZoneLimit *limit) noexcept
+{
+	if (rate <= 0 || rate > RL_MAX_LIMIT)
+		return RL_ZONE_RATE_INVALID;
+	if (period_us <= 0 || period_us > RL_MAX_PERIOD_US)
+		return RL_ZONE_PERIOD_INVALID;
+	const bool has_burst = algorithm == RL_ALGORITHM_TOKEN_BUCKET || algorithm == RL_ALGORITHM_GCRA;
+	if (burst >= 0 && !has_burst)
+		return RL_ZONE_BURST_NOT_APPLICABLE;
+	const int64_t capacity = burst >= 0 ? burst : rate;
+	if (capacity <= 0 || capacity > RL_MAX_LIMIT)
+		return RL_ZONE_BURST_INVALID;
+	// Refilling from empty to full must fit the longest period, or times
+	// stored as microseconds could leave 64 bits.
+	if (static_cast<Wide>(capacity) * period_us > static_cast<Wide>(rate) * RL_MAX_PERIOD_US)
+		return RL_ZONE_BURST_INVALID;
+	if (algorithm == RL_ALGORITHM_SLIDING_WINDOW && rate > RL_SLIDING_WINDOW_MAX_LIMIT)
+		return RL_ZONE_LIMIT_TOO_LARGE_FOR_EXACT;
+	*limit = RlZoneLimit{algorithm, rate, period_us, capacity};
+	return RL_ZONE_OK;
+}
+
+extern "C" bool
+rl_zone_cost_valid(const RlZoneLimit *limit, int64_t cost) noexcept
+{
+	return cost >= 0 && cost <= limit->capacity;
+}
+
+extern "C" RlDecision
+rl_counter_take(const RlZoneLimit *limit, const RlCounterState *prior, int64_t now_us,
+				int64_t cost, RlCounterState *next) noexcept
+{
+	switch (limit->algorithm)
+	{
+		case RL_ALGORITHM_TOKEN_BUCKET:
+			return TokenBucketTake(*limit, prior, now_us, cost, next);
+		case RL_ALGORITHM_GCRA:
+			return GcraTake(*limit, prior, now_us, cost, next);
+		case RL_ALGORITHM_FIXED_WINDOW:
+			return FixedWindowTake(*limit, prior, now_us, cost, next);
+		case RL_ALGORITHM_SLIDING_WINDOW_COUNTER:
+			return SlidingWindowCounterTake(*limit, prior, now_us, cost, next);
+		case RL_ALGORITHM_SLIDING_WINDOW:
+			break;				// has a state of its own: rl_sw_take
+	}
+	RlDecision refused{};
+	refused.capacity = limit->capacity;
+	*next = prior != nullptr ? *prior : RlCounterState{};
+	return refused;
+}
+
+extern "C" RlGcraError
+rl_gcra_limit(int64_t max_burst, int64_t count, double period_s, int64_t quantity,
+			  RlZoneLimit *limit) noexcept
+{
+	if (max_burst < 0 || max_burst >= RL_MAX_LIMIT)
+		return RL_GCRA_MAX_BURST_INVALID;
+	if (count <= 0 || count > RL_MAX_LIMIT)
+		return RL_GCRA_COUNT_INVALID;
+	if (!std::isfinite(period_s) || period_s <= 0.0)
+		return RL_GCRA_PERIOD_INVALID;
+	const double period_us = std::round(period_s * 1e6);
+	if (period_us < 1.0 || period_us > static_cast<double>(RL_MAX_PERIOD_US))
+		return RL_GCRA_PERIOD_INVALID;
+	if (rl_zone_limit(RL_ALGORITHM_GCRA, count, static_cast<int64_t>(period_us), max_burst + 1,
+					  limit) != RL_ZONE_OK)
+		return RL_GCRA_MAX_BURST_INVALID;	// burst's refill time beyond 285 years
+	if (quantity < 0)
+		return RL_GCRA_QUANTITY_NEGATIVE;
+	if (!rl_zone_cost_valid(limit, quantity))
+		return RL_GCRA_QUANTITY_ABOVE_LIMIT;
+	return RL_GCRA_OK;
+}
