@@ -1,5 +1,5 @@
 EXTENSION = ratelimit
-EXTVERSION = 0.1.0
+EXTVERSION = 0.2.0
 
 MODULE_big = ratelimit
 OBJS = \
@@ -8,7 +8,11 @@ OBJS = \
 	src/store_direct.o \
 	src/store_spi.o \
 	src/token_bucket_sql.o \
-	src/core/token_bucket.o
+	src/zone.o \
+	src/zone_sql.o \
+	src/core/sliding_window.o \
+	src/core/token_bucket.o \
+	src/core/zone.o
 
 HEADERS = $(wildcard src/*.h src/core/*.h)
 

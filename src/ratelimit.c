@@ -4,9 +4,11 @@
  */
 #include "ratelimit.h"
 
+#include "access/htup_details.h"
 #include "access/table.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_am_d.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_type_d.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
@@ -18,8 +20,10 @@
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/syscache.h"
 
 #include "store.h"
+#include "zone.h"
 
 PG_MODULE_MAGIC;
 
@@ -158,6 +162,19 @@ RlCheckedKey(FunctionCallInfo fcinfo, int argno, const char *argname)
 	return key;
 }
 
+Oid
+RlRelationOwner(Oid relid)
+{
+	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "cache lookup failed for relation %u", relid);
+	owner = ((Form_pg_class) GETSTRUCT(tuple))->relowner;
+	ReleaseSysCache(tuple);
+	return owner;
+}
+
 /* ---- the state table, looked up once per backend ---- */
 
 static RlStateTable state_table;
@@ -199,13 +216,13 @@ RlGetStateTable(void)
 	if (!state_table_valid)
 	{
 		Oid			nsp = get_namespace_oid(RL_INTERNAL_SCHEMA, true);
-		Oid			relid = OidIsValid(nsp) ? get_relname_relid("token_bucket", nsp) : InvalidOid;
+		Oid			relid = OidIsValid(nsp) ? get_relname_relid("state", nsp) : InvalidOid;
 		Relation	rel;
 
 		if (!OidIsValid(relid))
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_TABLE),
-					 errmsg("ratelimit state table \"%s.token_bucket\" does not exist",
+					 errmsg("ratelimit state table \"%s.state\" does not exist",
 							RL_INTERNAL_SCHEMA),
 					 errhint("Run CREATE EXTENSION ratelimit in this database.")));
 		rel = table_open(relid, AccessShareLock);
@@ -232,7 +249,7 @@ RlTableStore(void)
 				ereport(ERROR,
 						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 						 errmsg("ratelimit.table_access = direct needs a local heap state table"),
-						 errdetail("ratelimit.token_bucket is %s.",
+						 errdetail("ratelimit.state is %s.",
 								   table->is_distributed ? "distributed by Citus"
 								   : "not a heap table"),
 						 errhint("Set ratelimit.table_access to auto or spi.")));
@@ -273,4 +290,5 @@ _PG_init(void)
 
 	CacheRegisterRelcacheCallback(InvalidateStateTable, (Datum) 0);
 	RlStateCacheInit();
+	RlZoneCacheInit();
 }

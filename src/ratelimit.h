@@ -33,6 +33,9 @@ extern text *RlCheckedKey(FunctionCallInfo fcinfo, int argno, const char *argnam
 /* Raises 22004 when a required argument is NULL. */
 extern void RlRequireNotNull(FunctionCallInfo fcinfo, int argno, const char *argname);
 
+/* The owner of a relation: internal SQL runs as it. */
+extern Oid	RlRelationOwner(Oid relid);
+
 /* Transaction-scoped state cache (state_cache.c). */
 extern void RlStateCacheInit(void);
 

@@ -32,11 +32,14 @@
 
 typedef struct CachedState
 {
-	text	   *key;			/* hash key: a copy in TopTransactionContext */
-	RlStateRow	row;
+	RlStateKey	key;			/* hash key; key.key is a copy in TopTransactionContext */
+	RlStateRow	row;			/* row.entries is entries_buf, or NULL */
+	bytea	   *entries_buf;	/* in TopTransactionContext, entries_cap bytes */
+	Size		entries_cap;
 	RlRowRef	ref;
 	const RlStoreOps *store;
 	bool		dirty;			/* row is newer than what the store holds */
+	bool		forgotten;		/* state deleted by this transaction: not a copy */
 	SubTransactionId undo_subid;	/* last subtransaction that saved an undo */
 } CachedState;
 
@@ -46,7 +49,16 @@ typedef struct UndoRecord
 	CachedState *entry;
 	bool		existed;		/* false: undo by forgetting the entry */
 	CachedState saved;
+	bytea	   *saved_entries;	/* saved.row.entries' bytes, copied */
 } UndoRecord;
+
+struct RlStateAccess
+{
+	RlStateKey	key;
+	const RlStoreOps *store;
+	void	   *handle;			/* NULL until a part is read */
+	bool		own_handle;		/* opened by RlReadPart: close after decide */
+};
 
 static HTAB *cache = NULL;
 static bool cache_in_use = false;	/* entries exist for this transaction */
@@ -57,21 +69,25 @@ static int	undo_cap = 0;
 static uint32
 HashKey(const void *key, Size keysize)
 {
-	const text *k = *(text *const *) key;
+	const RlStateKey *k = key;
+	uint32		hash = hash_bytes((const unsigned char *) VARDATA_ANY(k->key),
+								  VARSIZE_ANY_EXHDR(k->key));
 
-	return hash_bytes((const unsigned char *) VARDATA_ANY(k), VARSIZE_ANY_EXHDR(k));
+	hash = hash_combine(hash, murmurhash32((uint32) k->zone_id));
+	return hash_combine(hash, murmurhash32((uint32) k->part));
 }
 
 static int
 MatchKey(const void *key1, const void *key2, Size keysize)
 {
-	const text *a = *(text *const *) key1;
-	const text *b = *(text *const *) key2;
-	int			len = VARSIZE_ANY_EXHDR(a);
+	const RlStateKey *a = key1;
+	const RlStateKey *b = key2;
+	int			len = VARSIZE_ANY_EXHDR(a->key);
 
-	if (len != (int) VARSIZE_ANY_EXHDR(b))
+	if (a->zone_id != b->zone_id || a->part != b->part ||
+		len != (int) VARSIZE_ANY_EXHDR(b->key))
 		return 1;
-	return memcmp(VARDATA_ANY(a), VARDATA_ANY(b), len);
+	return memcmp(VARDATA_ANY(a->key), VARDATA_ANY(b->key), len);
 }
 
 static void
@@ -81,7 +97,7 @@ EnsureCache(void)
 	{
 		HASHCTL		ctl;
 
-		ctl.keysize = sizeof(text *);
+		ctl.keysize = sizeof(RlStateKey);
 		ctl.entrysize = sizeof(CachedState);
 		ctl.hash = HashKey;
 		ctl.match = MatchKey;
@@ -89,6 +105,40 @@ EnsureCache(void)
 							HASH_ELEM | HASH_FUNCTION | HASH_COMPARE);
 	}
 	cache_in_use = true;
+}
+
+static bytea *
+CopyBytea(MemoryContext context, const bytea *value)
+{
+	bytea	   *copy;
+
+	if (value == NULL)
+		return NULL;
+	copy = MemoryContextAlloc(context, VARSIZE(value));
+	memcpy(copy, value, VARSIZE(value));
+	return copy;
+}
+
+/* Sets the entry's row, copying entries into its own buffer. */
+static void
+SetRow(CachedState *entry, const RlStateRow *row)
+{
+	bytea	   *entries = row->entries;
+
+	entry->row = *row;
+	if (entries == NULL)
+		return;
+	if (entry->entries_cap < VARSIZE(entries))
+	{
+		Size		cap = Max(VARSIZE(entries), 2 * entry->entries_cap);
+
+		entry->entries_buf = entry->entries_buf == NULL
+			? MemoryContextAlloc(TopTransactionContext, cap)
+			: repalloc(entry->entries_buf, cap);
+		entry->entries_cap = cap;
+	}
+	memcpy(entry->entries_buf, entries, VARSIZE(entries));
+	entry->row.entries = entry->entries_buf;
 }
 
 static void
@@ -109,8 +159,12 @@ PushUndo(SubTransactionId subid, CachedState *entry, bool existed)
 	record->subid = subid;
 	record->entry = entry;
 	record->existed = existed;
+	record->saved_entries = NULL;
 	if (existed)
+	{
 		record->saved = *entry;
+		record->saved_entries = CopyBytea(TopTransactionContext, entry->row.entries);
+	}
 }
 
 /* Before changing entry in the current subtransaction, keep what to restore. */
@@ -126,44 +180,105 @@ SaveForRollback(CachedState *entry)
 	entry->undo_subid = subid;
 }
 
+/* The cached copy of key, unless there is none or its state was deleted. */
+static CachedState *
+FindCached(const RlStateKey *key)
+{
+	CachedState *entry;
+
+	if (!cache_in_use)
+		return NULL;
+	entry = hash_search(cache, key, HASH_FIND, NULL);
+	return entry != NULL && !entry->forgotten ? entry : NULL;
+}
+
 static void
-Remember(text *key, const RlStateRow *row, const RlRowRef *ref, const RlStoreOps *store)
+Remember(const RlStateKey *key, const RlStateRow *row, const RlRowRef *ref,
+		 const RlStoreOps *store)
 {
 	SubTransactionId subid = GetCurrentSubTransactionId();
 	CachedState *entry;
 	bool		found;
 
 	EnsureCache();
-	entry = hash_search(cache, &key, HASH_ENTER, &found);
-	Assert(!found);
-	entry->key = MemoryContextAlloc(TopTransactionContext, VARSIZE_ANY(key));
-	memcpy(entry->key, key, VARSIZE_ANY(key));
-	entry->row = *row;
+	entry = hash_search(cache, key, HASH_ENTER, &found);
+	if (found)
+	{
+		/* A key whose state this transaction deleted, now created again. */
+		Assert(entry->forgotten);
+		SaveForRollback(entry);
+	}
+	else
+	{
+		entry->key.key = MemoryContextAlloc(TopTransactionContext, VARSIZE_ANY(key->key));
+		memcpy(entry->key.key, key->key, VARSIZE_ANY(key->key));
+		entry->entries_buf = NULL;
+		entry->entries_cap = 0;
+		entry->undo_subid = subid;
+		if (subid != TopSubTransactionId)
+			PushUndo(subid, entry, false);
+	}
+	SetRow(entry, row);
 	entry->ref = *ref;
 	entry->store = store;
 	entry->dirty = false;
-	entry->undo_subid = subid;
-	if (subid != TopSubTransactionId)
-		PushUndo(subid, entry, false);
+	entry->forgotten = false;
+}
+
+static void
+InitAccess(RlStateAccess *access, const RlStateKey *key, const RlStoreOps *store, void *handle)
+{
+	access->key = *key;
+	access->store = store;
+	access->handle = handle;
+	access->own_handle = false;
+}
+
+static void
+CloseAccess(RlStateAccess *access)
+{
+	if (access->own_handle)
+		access->store->end(access->handle);
+}
+
+bool
+RlReadPart(RlStateAccess *access, int32 part, RlStateRow *row)
+{
+	RlStateKey	key = access->key;
+	RlRowRef	ref;
+
+	if (access->handle == NULL)
+	{
+		access->store = RlTableStore();
+		access->handle = access->store->begin();
+		access->own_handle = true;
+	}
+	key.part = part;
+	return access->store->fetch(access->handle, &key, RL_FETCH_PEEK, row, &ref);
 }
 
 void
-RlStateUpdate(text *key, RlDecideFn decide, void *arg)
+RlStateUpdate(const RlStateKey *key, bool lock_first, RlDecideFn decide, void *arg)
 {
 	const RlStoreOps *store;
 	void	   *handle;
-	CachedState *entry = NULL;
+	CachedState *entry;
+	RlStateAccess access;
 	RlStateRow	next;
 	int			attempt;
 
-	if (cache_in_use)
-		entry = hash_search(cache, &key, HASH_FIND, NULL);
+	entry = FindCached(key);
 	if (entry != NULL)
 	{
-		if (decide(&entry->row, &next, arg))
+		bool		changed;
+
+		InitAccess(&access, key, NULL, NULL);
+		changed = decide(&entry->row, &next, arg, &access);
+		CloseAccess(&access);
+		if (changed)
 		{
 			SaveForRollback(entry);
-			entry->row = next;
+			SetRow(entry, &next);
 			entry->dirty = true;
 		}
 		return;
@@ -171,14 +286,16 @@ RlStateUpdate(text *key, RlDecideFn decide, void *arg)
 
 	store = RlTableStore();
 	handle = store->begin();
+	InitAccess(&access, key, store, handle);
 	for (attempt = 0; attempt < MAX_UPDATE_ATTEMPTS; attempt++)
 	{
 		RlStateRow	current;
 		RlRowRef	ref;
 
-		if (store->fetch(handle, key, &current, &ref))
+		if (store->fetch(handle, key, lock_first ? RL_FETCH_LOCK : RL_FETCH_UPDATE,
+						 &current, &ref))
 		{
-			if (!decide(&current, &next, arg))
+			if (!decide(&current, &next, arg, &access))
 			{
 				/* Cache only what we hold locked, or the copy could go stale. */
 				if (ref.locked)
@@ -191,7 +308,11 @@ RlStateUpdate(text *key, RlDecideFn decide, void *arg)
 		}
 		else
 		{
-			(void) decide(NULL, &next, arg);
+			if (!decide(NULL, &next, arg, &access))
+			{
+				store->end(handle);
+				return;			/* nothing to store for a new key */
+			}
 			if (!store->insert(handle, key, &next, &ref))
 				continue;		/* created concurrently: fetch it */
 		}
@@ -204,6 +325,112 @@ RlStateUpdate(text *key, RlDecideFn decide, void *arg)
 			 errmsg("could not update rate-limit state after %d attempts",
 					MAX_UPDATE_ATTEMPTS),
 			 errhint("The key is being changed concurrently; retry the transaction.")));
+}
+
+void
+RlStateRead(const RlStateKey *key, RlDecideFn decide, void *arg)
+{
+	CachedState *entry = FindCached(key);
+	RlStateAccess access;
+	RlStateRow	next;
+
+	if (entry != NULL)
+	{
+		InitAccess(&access, key, NULL, NULL);
+		(void) decide(&entry->row, &next, arg, &access);
+		CloseAccess(&access);
+	}
+	else
+	{
+		const RlStoreOps *store = RlTableStore();
+		void	   *handle = store->begin();
+		RlStateRow	current;
+		RlRowRef	ref;
+		bool		found = store->fetch(handle, key, RL_FETCH_PEEK, &current, &ref);
+
+		InitAccess(&access, key, store, handle);
+		(void) decide(found ? &current : NULL, &next, arg, &access);
+		store->end(handle);
+	}
+}
+
+void
+RlInsertPart(const RlStateKey *key, const RlStateRow *row)
+{
+	const RlStoreOps *store = RlTableStore();
+	void	   *handle = store->begin();
+	RlRowRef	ref;
+
+	if (!store->insert(handle, key, row, &ref))
+	{
+		/* A leftover row (hand-edited state): ours to overwrite under the head's lock. */
+		RlStateRow	old;
+
+		if (!store->fetch(handle, key, RL_FETCH_UPDATE, &old, &ref) ||
+			!store->replace(handle, key, row, &ref))
+			elog(ERROR, "could not write rate-limit state part %d", key->part);
+	}
+	store->end(handle);
+}
+
+bool
+RlRemovePart(const RlStateKey *key)
+{
+	const RlStoreOps *store = RlTableStore();
+	void	   *handle = store->begin();
+	bool		removed = store->remove(handle, key);
+
+	store->end(handle);
+	return removed;
+}
+
+bool
+RlStateRemove(const RlStateKey *key, RlStateRow *removed)
+{
+	CachedState *entry = FindCached(key);
+	const RlStoreOps *store = RlTableStore();
+	void	   *handle = store->begin();
+	bool		existed;
+
+	if (entry != NULL)
+	{
+		*removed = entry->row;
+		removed->entries = CopyBytea(CurrentMemoryContext, entry->row.entries);
+		SaveForRollback(entry);
+		entry->forgotten = true;
+		entry->dirty = false;
+		(void) store->remove(handle, key);
+		existed = true;
+	}
+	else
+	{
+		RlRowRef	ref;
+
+		existed = store->fetch(handle, key, RL_FETCH_LOCK, removed, &ref);
+		if (existed)
+			(void) store->remove(handle, key);
+	}
+	store->end(handle);
+	return existed;
+}
+
+void
+RlStateForgetZone(int32 zone_id)
+{
+	HASH_SEQ_STATUS status;
+	CachedState *entry;
+
+	if (!cache_in_use)
+		return;
+	hash_seq_init(&status, cache);
+	while ((entry = hash_seq_search(&status)) != NULL)
+	{
+		if (entry->key.zone_id != zone_id || entry->forgotten)
+			continue;
+		SaveForRollback(entry);
+		entry->forgotten = true;
+		entry->dirty = false;
+	}
 }
 
 /* Writes every changed copy back; the row locks guarantee it succeeds. */
@@ -220,7 +447,7 @@ FlushCache(void)
 	hash_seq_init(&status, cache);
 	while ((entry = hash_seq_search(&status)) != NULL)
 	{
-		if (!entry->dirty)
+		if (!entry->dirty || entry->forgotten)
 			continue;
 		/* Entries of one transaction share a store unless the setting changed. */
 		if (entry->store != open_store)
@@ -235,7 +462,7 @@ FlushCache(void)
 			open_store = entry->store;
 			handle = open_store->begin();
 		}
-		if (!entry->store->replace(handle, entry->key, &entry->row, &entry->ref))
+		if (!entry->store->replace(handle, &entry->key, &entry->row, &entry->ref))
 			elog(ERROR, "rate-limit state row vanished while locked");
 		entry->dirty = false;
 	}
@@ -280,7 +507,24 @@ RollbackSubtransaction(SubTransactionId subid)
 		UndoRecord *record = &undo[--undo_len];
 
 		if (record->existed)
-			*record->entry = record->saved;
+		{
+			CachedState *entry = record->entry;
+			bytea	   *buf = entry->entries_buf;
+			Size		cap = entry->entries_cap;
+
+			/* The buffer may have moved since: keep the current one. */
+			*entry = record->saved;
+			entry->entries_buf = buf;
+			entry->entries_cap = cap;
+			entry->row.entries = NULL;
+			if (record->saved_entries != NULL)
+			{
+				RlStateRow	row = entry->row;
+
+				row.entries = record->saved_entries;
+				SetRow(entry, &row);
+			}
+		}
 		else
 			(void) hash_search(cache, &record->entry->key, HASH_REMOVE, NULL);
 	}

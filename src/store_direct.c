@@ -9,7 +9,8 @@
  * Concurrency: fetch waits for any transaction still writing the row, and
  * replace fails (the caller fetches again) when another transaction updated
  * it in between, so read-modify-write is atomic at every isolation level
- * without serialization errors.  New keys are created under a short lock on
+ * without serialization errors (RL_FETCH_LOCK locks the row first, for
+ * algorithms that read more rows under it).  New keys are created under a short lock on
  * the key's hash, so two sessions never race to insert one key.
  */
 #include "ratelimit.h"
@@ -31,11 +32,17 @@
 
 #include "store.h"
 
-#define STATE_COLUMNS 4
+/* ratelimit.state's columns; the first three are the primary key. */
+#define STATE_COLUMNS 8
 #define KEY_ATTNUM 1
-#define TOKENS_ATTNUM 2
-#define FRACTION_ATTNUM 3
-#define STAMP_ATTNUM 4
+#define ZONE_ATTNUM 2
+#define PART_ATTNUM 3
+#define TOKENS_ATTNUM 4
+#define FRACTION_ATTNUM 5
+#define STAMP_ATTNUM 6
+#define COUNTER_ATTNUM 7
+#define ENTRIES_ATTNUM 8
+#define KEY_COLUMNS 3
 
 /* Distinguishes our key locks from users' pg_advisory_* locks in pg_locks. */
 #define KEY_LOCK_CLASS 0x524C
@@ -74,43 +81,73 @@ DirectEnd(void *handle)
 }
 
 static void
-StoreRowInSlot(TupleTableSlot *slot, text *key, const RlStateRow *row)
+StoreRowInSlot(TupleTableSlot *slot, const RlStateKey *key, const RlStateRow *row)
 {
 	ExecClearTuple(slot);
-	slot->tts_values[KEY_ATTNUM - 1] = PointerGetDatum(key);
+	memset(slot->tts_isnull, 0, sizeof(bool) * STATE_COLUMNS);
+	slot->tts_values[KEY_ATTNUM - 1] = PointerGetDatum(key->key);
+	slot->tts_values[ZONE_ATTNUM - 1] = Int32GetDatum(key->zone_id);
+	slot->tts_values[PART_ATTNUM - 1] = Int32GetDatum(key->part);
 	slot->tts_values[TOKENS_ATTNUM - 1] = Int64GetDatum(row->tokens);
 	slot->tts_values[FRACTION_ATTNUM - 1] = Float8GetDatum(row->fraction);
 	slot->tts_values[STAMP_ATTNUM - 1] = TimestampTzGetDatum(row->stamp);
-	memset(slot->tts_isnull, 0, sizeof(bool) * STATE_COLUMNS);
+	slot->tts_values[COUNTER_ATTNUM - 1] = Int64GetDatum(row->counter);
+	slot->tts_values[ENTRIES_ATTNUM - 1] = PointerGetDatum(row->entries);
+	slot->tts_isnull[ENTRIES_ATTNUM - 1] = (row->entries == NULL);
 	ExecStoreVirtualTuple(slot);
+}
+
+/* Copies the row out of the slot; entries into CurrentMemoryContext. */
+static void
+ReadRowFromSlot(TupleTableSlot *slot, RlStateRow *row)
+{
+	bool		isnull;
+	Datum		entries;
+
+	row->tokens = DatumGetInt64(slot_getattr(slot, TOKENS_ATTNUM, &isnull));
+	row->fraction = DatumGetFloat8(slot_getattr(slot, FRACTION_ATTNUM, &isnull));
+	row->stamp = DatumGetTimestampTz(slot_getattr(slot, STAMP_ATTNUM, &isnull));
+	row->counter = DatumGetInt64(slot_getattr(slot, COUNTER_ATTNUM, &isnull));
+	entries = slot_getattr(slot, ENTRIES_ATTNUM, &isnull);
+	row->entries = isnull ? NULL : DatumGetByteaPCopy(entries);
 }
 
 /*
  * Finds the newest version of key's row.  A dirty snapshot also sees rows
  * that other transactions are still writing; we wait for those to finish
- * and look again, as RelationFindReplTupleByIndex does.
+ * and look again, as RelationFindReplTupleByIndex does.  A peek reads under
+ * the latest snapshot instead: committed rows and our own, never waiting.
  */
 static bool
-FindRow(DirectTable *t, text *key, RlStateRow *row, ItemPointer tid)
+FindRow(DirectTable *t, const RlStateKey *key, bool peek, RlStateRow *row, ItemPointer tid)
 {
 	SnapshotData dirty;
-	ScanKeyData skey;
+	Snapshot	snapshot;
+	ScanKeyData skey[KEY_COLUMNS];
 	IndexScanDesc scan;
 	TupleTableSlot *slot = t->slot;
 	bool		found;
 
-	InitDirtySnapshot(dirty);
-	ScanKeyInit(&skey, 1, BTEqualStrategyNumber, F_TEXTEQ, PointerGetDatum(key));
-	skey.sk_collation = t->index->rd_indcollation[0];
-	scan = index_beginscan(t->rel, t->index, &dirty, 1, 0);
+	if (peek)
+		snapshot = RegisterSnapshot(GetLatestSnapshot());
+	else
+	{
+		InitDirtySnapshot(dirty);
+		snapshot = &dirty;
+	}
+	ScanKeyInit(&skey[0], 1, BTEqualStrategyNumber, F_TEXTEQ, PointerGetDatum(key->key));
+	skey[0].sk_collation = t->index->rd_indcollation[0];
+	ScanKeyInit(&skey[1], 2, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(key->zone_id));
+	ScanKeyInit(&skey[2], 3, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(key->part));
+	scan = index_beginscan(t->rel, t->index, snapshot, KEY_COLUMNS, 0);
 
 	for (;;)
 	{
 		TransactionId xwait;
 
-		index_rescan(scan, &skey, 1, NULL, 0);
+		index_rescan(scan, skey, KEY_COLUMNS, NULL, 0);
 		found = index_getnext_slot(scan, ForwardScanDirection, slot);
-		if (!found)
+		if (!found || peek)
 			break;
 		xwait = TransactionIdIsValid(dirty.xmin) ? dirty.xmin : dirty.xmax;
 		if (!TransactionIdIsValid(xwait))
@@ -121,15 +158,40 @@ FindRow(DirectTable *t, text *key, RlStateRow *row, ItemPointer tid)
 
 	if (found)
 	{
-		bool		isnull;
-
-		row->tokens = DatumGetInt64(slot_getattr(slot, TOKENS_ATTNUM, &isnull));
-		row->fraction = DatumGetFloat8(slot_getattr(slot, FRACTION_ATTNUM, &isnull));
-		row->stamp = DatumGetTimestampTz(slot_getattr(slot, STAMP_ATTNUM, &isnull));
+		if (row != NULL)
+			ReadRowFromSlot(slot, row);
 		ItemPointerCopy(&slot->tts_tid, tid);
 	}
 	index_endscan(scan);
+	if (peek)
+		UnregisterSnapshot(snapshot);
 	return found;
+}
+
+/*
+ * Locks the row version at tid against other writers.  False when it was
+ * updated or deleted since we found it: the caller looks it up again.
+ */
+static bool
+LockRow(DirectTable *t, ItemPointer tid)
+{
+	TM_FailureData tmfd;
+	TM_Result	result;
+
+	result = table_tuple_lock(t->rel, tid, GetLatestSnapshot(), t->slot,
+							  GetCurrentCommandId(false), LockTupleNoKeyExclusive,
+							  LockWaitBlock, 0, &tmfd);
+	switch (result)
+	{
+		case TM_Ok:
+			return true;
+		case TM_Updated:
+		case TM_Deleted:
+			return false;
+		default:
+			elog(ERROR, "unexpected result %d locking ratelimit state", (int) result);
+	}
+	return false;
 }
 
 /* An executor state for index maintenance, as the apply worker builds one. */
@@ -143,9 +205,9 @@ CreateStateTableEState(Relation rel, ResultRelInfo **rri)
 	rte->relid = RelationGetRelid(rel);
 	rte->relkind = rel->rd_rel->relkind;
 	rte->rellockmode = RowExclusiveLock;
-	rte->updatedCols = bms_make_singleton(TOKENS_ATTNUM - FirstLowInvalidHeapAttributeNumber);
-	rte->updatedCols = bms_add_member(rte->updatedCols, FRACTION_ATTNUM - FirstLowInvalidHeapAttributeNumber);
-	rte->updatedCols = bms_add_member(rte->updatedCols, STAMP_ATTNUM - FirstLowInvalidHeapAttributeNumber);
+	for (int attnum = TOKENS_ATTNUM; attnum <= STATE_COLUMNS; attnum++)
+		rte->updatedCols = bms_add_member(rte->updatedCols,
+										  attnum - FirstLowInvalidHeapAttributeNumber);
 	ExecInitRangeTable(estate, list_make1(rte));
 
 	*rri = makeNode(ResultRelInfo);
@@ -163,11 +225,30 @@ FreeStateTableEState(EState *estate, ResultRelInfo *rri)
 }
 
 static bool
-DirectFetch(void *handle, text *key, RlStateRow *row, RlRowRef *ref)
+DirectFetch(void *handle, const RlStateKey *key, RlFetchMode mode, RlStateRow *row,
+			RlRowRef *ref)
 {
-	/* Seen, not locked: a following replace detects a concurrent change. */
+	DirectTable *t = handle;
+
 	ref->locked = false;
-	return FindRow(handle, key, row, &ref->tid);
+	if (mode != RL_FETCH_LOCK)
+	{
+		/* Seen, not locked: a following replace detects a concurrent change. */
+		return FindRow(t, key, mode == RL_FETCH_PEEK, row, &ref->tid);
+	}
+	for (;;)
+	{
+		if (!FindRow(t, key, false, NULL, &ref->tid))
+			return false;
+		if (LockRow(t, &ref->tid))
+		{
+			/* The slot holds the version we locked. */
+			ReadRowFromSlot(t->slot, row);
+			ref->locked = true;
+			return true;
+		}
+		CHECK_FOR_INTERRUPTS();
+	}
 }
 
 /*
@@ -177,26 +258,26 @@ DirectFetch(void *handle, text *key, RlStateRow *row, RlRowRef *ref)
  * to commit, a bulk insert of new keys would fill the lock table.)
  */
 static void
-KeyInsertLockTag(LOCKTAG *tag, Oid relid, text *key)
+KeyInsertLockTag(LOCKTAG *tag, Oid relid, const RlStateKey *key)
 {
-	uint64		hash = hash_bytes_extended((const unsigned char *) VARDATA_ANY(key),
-										   VARSIZE_ANY_EXHDR(key), relid);
+	uint64		seed = ((uint64) relid << 32) ^ ((uint64) (uint32) key->zone_id << 16) ^ (uint32) key->part;
+	uint64		hash = hash_bytes_extended((const unsigned char *) VARDATA_ANY(key->key),
+										   VARSIZE_ANY_EXHDR(key->key), seed);
 
 	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (hash >> 32), (uint32) hash,
 						 KEY_LOCK_CLASS);
 }
 
 static bool
-DirectInsert(void *handle, text *key, const RlStateRow *row, RlRowRef *ref)
+DirectInsert(void *handle, const RlStateKey *key, const RlStateRow *row, RlRowRef *ref)
 {
 	DirectTable *t = handle;
-	RlStateRow	existing;
 	LOCKTAG		tag;
 	bool		inserted = false;
 
 	KeyInsertLockTag(&tag, RelationGetRelid(t->rel), key);
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);
-	if (!FindRow(t, key, &existing, &ref->tid))
+	if (!FindRow(t, key, false, NULL, &ref->tid))
 	{
 		ResultRelInfo *rri;
 		EState	   *estate = CreateStateTableEState(t->rel, &rri);
@@ -217,7 +298,7 @@ DirectInsert(void *handle, text *key, const RlStateRow *row, RlRowRef *ref)
 }
 
 static bool
-DirectReplace(void *handle, text *key, const RlStateRow *row, RlRowRef *ref)
+DirectReplace(void *handle, const RlStateKey *key, const RlStateRow *row, RlRowRef *ref)
 {
 	DirectTable *t = handle;
 	TupleTableSlot *slot = t->slot;
@@ -257,6 +338,38 @@ DirectReplace(void *handle, text *key, const RlStateRow *row, RlRowRef *ref)
 	return true;
 }
 
+static bool
+DirectRemove(void *handle, const RlStateKey *key)
+{
+	DirectTable *t = handle;
+	ItemPointerData tid;
+
+	for (;;)
+	{
+		TM_FailureData tmfd;
+		TM_Result	result;
+
+		if (!FindRow(t, key, false, NULL, &tid))
+			return false;
+		result = table_tuple_delete(t->rel, &tid, GetCurrentCommandId(true),
+									InvalidSnapshot, InvalidSnapshot, true, &tmfd, false);
+		switch (result)
+		{
+			case TM_Ok:
+				CommandCounterIncrement();
+				return true;
+			case TM_SelfModified:	/* already deleted by this command */
+				return false;
+			case TM_Updated:
+			case TM_Deleted:
+				CHECK_FOR_INTERRUPTS();
+				continue;		/* look again */
+			default:
+				elog(ERROR, "unexpected result %d deleting ratelimit state", (int) result);
+		}
+	}
+}
+
 const RlStoreOps RlDirectStore = {
 	.name = "direct",
 	.begin = DirectBegin,
@@ -264,4 +377,5 @@ const RlStoreOps RlDirectStore = {
 	.fetch = DirectFetch,
 	.insert = DirectInsert,
 	.replace = DirectReplace,
+	.remove = DirectRemove,
 };

@@ -20,27 +20,33 @@
 
 typedef enum SpiStatement
 {
-	SPI_FETCH,
+	SPI_FETCH_FOR_UPDATE,
+	SPI_PEEK,
 	SPI_INSERT,
 	SPI_REPLACE,
+	SPI_REMOVE,
 	SPI_STATEMENT_COUNT
 } SpiStatement;
 
+#define STATE_TABLE RL_INTERNAL_SCHEMA ".state"
+#define WHERE_KEY " WHERE key OPERATOR(pg_catalog.=) $1 AND zone_id OPERATOR(pg_catalog.=) $2" \
+	" AND part OPERATOR(pg_catalog.=) $3"
+#define ROW_COLUMNS "tokens, token_fraction, updated_at, counter, entries"
+
 static const char *const statement_sql[SPI_STATEMENT_COUNT] = {
-	[SPI_FETCH] =
-	"SELECT tokens, token_fraction, updated_at FROM " RL_INTERNAL_SCHEMA ".token_bucket"
-	" WHERE id OPERATOR(pg_catalog.=) $1 FOR UPDATE",
+	[SPI_FETCH_FOR_UPDATE] = "SELECT " ROW_COLUMNS " FROM " STATE_TABLE WHERE_KEY " FOR UPDATE",
+	[SPI_PEEK] = "SELECT " ROW_COLUMNS " FROM " STATE_TABLE WHERE_KEY,
 	[SPI_INSERT] =
-	"INSERT INTO " RL_INTERNAL_SCHEMA ".token_bucket (id, tokens, token_fraction, updated_at)"
-	" VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO NOTHING",
+	"INSERT INTO " STATE_TABLE " (key, zone_id, part, " ROW_COLUMNS ")"
+	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (key, zone_id, part) DO NOTHING",
 	[SPI_REPLACE] =
-	"UPDATE " RL_INTERNAL_SCHEMA ".token_bucket"
-	" SET tokens = $2, token_fraction = $3, updated_at = $4"
-	" WHERE id OPERATOR(pg_catalog.=) $1",
+	"UPDATE " STATE_TABLE " SET tokens = $4, token_fraction = $5, updated_at = $6,"
+	" counter = $7, entries = $8" WHERE_KEY,
+	[SPI_REMOVE] = "DELETE FROM " STATE_TABLE WHERE_KEY,
 };
 
 static const int statement_nargs[SPI_STATEMENT_COUNT] = {
-	[SPI_FETCH] = 1,[SPI_INSERT] = 4,[SPI_REPLACE] = 4,
+	[SPI_FETCH_FOR_UPDATE] = 3,[SPI_PEEK] = 3,[SPI_INSERT] = 8,[SPI_REPLACE] = 8,[SPI_REMOVE] = 3,
 };
 
 static SPIPlanPtr saved_plans[SPI_STATEMENT_COUNT];
@@ -78,19 +84,27 @@ SpiEnd(void *handle)
 
 /* Runs one statement; returns SPI_processed, copying a fetched row to *out. */
 static uint64
-RunStatement(SpiStatement which, text *key, const RlStateRow *in, RlStateRow *out)
+RunStatement(SpiStatement which, const RlStateKey *key, const RlStateRow *in, RlStateRow *out)
 {
-	static Oid	argtypes[4] = {TEXTOID, INT8OID, FLOAT8OID, TIMESTAMPTZOID};
-	Datum		values[4];
+	static Oid	argtypes[8] = {TEXTOID, INT4OID, INT4OID, INT8OID, FLOAT8OID,
+	TIMESTAMPTZOID, INT8OID, BYTEAOID};
+	Datum		values[8];
+	char		nulls[8] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
 	uint64		processed;
 	int			rc;
 
-	values[0] = PointerGetDatum(key);
+	values[0] = PointerGetDatum(key->key);
+	values[1] = Int32GetDatum(key->zone_id);
+	values[2] = Int32GetDatum(key->part);
 	if (in != NULL)
 	{
-		values[1] = Int64GetDatum(in->tokens);
-		values[2] = Float8GetDatum(in->fraction);
-		values[3] = TimestampTzGetDatum(in->stamp);
+		values[3] = Int64GetDatum(in->tokens);
+		values[4] = Float8GetDatum(in->fraction);
+		values[5] = TimestampTzGetDatum(in->stamp);
+		values[6] = Int64GetDatum(in->counter);
+		values[7] = PointerGetDatum(in->entries);
+		if (in->entries == NULL)
+			nulls[7] = 'n';
 	}
 
 	if (saved_plans[which] == NULL)
@@ -105,7 +119,11 @@ RunStatement(SpiStatement which, text *key, const RlStateRow *in, RlStateRow *ou
 		saved_plans[which] = plan;
 	}
 
-	rc = SPI_execute_plan(saved_plans[which], values, NULL, false, 0);
+	/*
+	 * Not read-only: at READ COMMITTED each statement takes a new snapshot,
+	 * so rows read after FOR UPDATE locked a newer head row are as new.
+	 */
+	rc = SPI_execute_plan(saved_plans[which], values, nulls, false, 0);
 	if (rc < 0)
 		elog(ERROR, "ratelimit statement failed: %s", SPI_result_code_string(rc));
 	processed = SPI_processed;
@@ -113,30 +131,36 @@ RunStatement(SpiStatement which, text *key, const RlStateRow *in, RlStateRow *ou
 	if (out != NULL && processed > 0)
 	{
 		bool		isnull;
-
 		HeapTuple	tuple = SPI_tuptable->vals[0];
 		TupleDesc	desc = SPI_tuptable->tupdesc;
+		Datum		entries;
 
 		out->tokens = DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull));
 		out->fraction = DatumGetFloat8(SPI_getbinval(tuple, desc, 2, &isnull));
 		out->stamp = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 3, &isnull));
+		out->counter = DatumGetInt64(SPI_getbinval(tuple, desc, 4, &isnull));
+		entries = SPI_getbinval(tuple, desc, 5, &isnull);
+		/* Outlives SPI_finish: copied into the caller's context. */
+		out->entries = isnull ? NULL
+			: (bytea *) SPI_datumTransfer(PointerGetDatum(PG_DETOAST_DATUM(entries)), false, -1);
 	}
 	SPI_freetuptable(SPI_tuptable);
 	return processed;
 }
 
 static bool
-SpiFetch(void *handle, text *key, RlStateRow *row, RlRowRef *ref)
+SpiFetch(void *handle, const RlStateKey *key, RlFetchMode mode, RlStateRow *row, RlRowRef *ref)
 {
-	bool		found = RunStatement(SPI_FETCH, key, NULL, row) > 0;
+	bool		peek = (mode == RL_FETCH_PEEK);
+	bool		found = RunStatement(peek ? SPI_PEEK : SPI_FETCH_FOR_UPDATE, key, NULL, row) > 0;
 
 	ItemPointerSetInvalid(&ref->tid);
-	ref->locked = found;
+	ref->locked = found && !peek;
 	return found;
 }
 
 static bool
-SpiInsert(void *handle, text *key, const RlStateRow *row, RlRowRef *ref)
+SpiInsert(void *handle, const RlStateKey *key, const RlStateRow *row, RlRowRef *ref)
 {
 	bool		inserted = RunStatement(SPI_INSERT, key, row, NULL) > 0;
 
@@ -147,12 +171,18 @@ SpiInsert(void *handle, text *key, const RlStateRow *row, RlRowRef *ref)
 }
 
 static bool
-SpiReplace(void *handle, text *key, const RlStateRow *row, RlRowRef *ref)
+SpiReplace(void *handle, const RlStateKey *key, const RlStateRow *row, RlRowRef *ref)
 {
 	bool		replaced = RunStatement(SPI_REPLACE, key, row, NULL) > 0;
 
 	ref->locked = replaced;
 	return replaced;
+}
+
+static bool
+SpiRemove(void *handle, const RlStateKey *key)
+{
+	return RunStatement(SPI_REMOVE, key, NULL, NULL) > 0;
 }
 
 const RlStoreOps RlSpiStore = {
@@ -162,4 +192,5 @@ const RlStoreOps RlSpiStore = {
 	.fetch = SpiFetch,
 	.insert = SpiInsert,
 	.replace = SpiReplace,
+	.remove = SpiRemove,
 };

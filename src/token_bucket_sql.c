@@ -20,7 +20,7 @@ typedef struct TokenBucketCall
 } TokenBucketCall;
 
 static bool
-DecideTokenBucket(const RlStateRow *prior, RlStateRow *next, void *arg)
+DecideTokenBucket(const RlStateRow *prior, RlStateRow *next, void *arg, RlStateAccess *access)
 {
 	TokenBucketCall *call = (TokenBucketCall *) arg;
 	RlTokenBucketState prior_state;
@@ -36,6 +36,8 @@ DecideTokenBucket(const RlStateRow *prior, RlStateRow *next, void *arg)
 	next->tokens = call->decision.next.tokens;
 	next->fraction = call->decision.next.fraction;
 	next->stamp = call->decision.next.stamp_us;
+	next->counter = 0;
+	next->entries = NULL;
 	return call->decision.state_changed;
 }
 
@@ -86,11 +88,13 @@ Datum
 rl_token_bucket(PG_FUNCTION_ARGS)
 {
 	TokenBucketCall call;
-	text	   *key;
+	RlStateKey	key;
 	double		rate;
 	double		window;
 
-	key = RlCheckedKey(fcinfo, 0, "id");
+	key.key = RlCheckedKey(fcinfo, 0, "id");
+	key.zone_id = RL_ZONE_ID_TOKEN_BUCKET;
+	key.part = 0;
 	RlRequireNotNull(fcinfo, 1, "rate");
 	RlRequireNotNull(fcinfo, 2, "window");
 	RlRequireNotNull(fcinfo, 3, "cost");
@@ -103,6 +107,6 @@ rl_token_bucket(PG_FUNCTION_ARGS)
 	PreventCommandIfReadOnly("rl_token_bucket()");
 
 	call.now = RlNow();
-	RlStateUpdate(key, DecideTokenBucket, &call);
+	RlStateUpdate(&key, false, DecideTokenBucket, &call);
 	PG_RETURN_INT64(call.decision.remaining);
 }
