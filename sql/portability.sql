@@ -15,19 +15,19 @@ DROP EXTENSION ratelimit;
 CREATE EXTENSION ratelimit;
 DROP EVENT TRIGGER refuse_unlogged;
 DROP FUNCTION refuse_unlogged();
-SELECT relpersistence FROM pg_class WHERE oid = 'ratelimit.token_bucket'::regclass;
+SELECT relpersistence FROM pg_class WHERE oid = 'ratelimit.state'::regclass;
 SET ratelimit.now_override = '2026-01-01 00:00:00+00';
 SELECT rl_token_bucket('logged', 1, 10), rl_token_bucket('logged', 1, 10);
 DROP EXTENSION ratelimit;
 CREATE EXTENSION ratelimit;
-SELECT relpersistence FROM pg_class WHERE oid = 'ratelimit.token_bucket'::regclass;
+SELECT relpersistence FROM pg_class WHERE oid = 'ratelimit.state'::regclass;
 
 -- 2. Citus: a distributed state table is an empty shell locally, so the
 --    planner-free path must not be used; auto takes SPI.  Citus's catalog is
 --    faked: an extension row named citus and pg_dist_partition.
 SET allow_system_table_mods = on;
 CREATE TABLE pg_catalog.pg_dist_partition (logicalrelid regclass);
-INSERT INTO pg_catalog.pg_dist_partition VALUES ('ratelimit.token_bucket');
+INSERT INTO pg_catalog.pg_dist_partition VALUES ('ratelimit.state');
 INSERT INTO pg_extension (oid, extname, extowner, extnamespace, extrelocatable, extversion)
 VALUES (pg_nextoid('pg_extension', 'oid', 'pg_extension_oid_index'), 'citus', 10, 11, false, '0');
 RESET allow_system_table_mods;
