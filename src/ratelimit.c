@@ -224,7 +224,8 @@ RlGetStateTable(void)
 					(errcode(ERRCODE_UNDEFINED_TABLE),
 					 errmsg("ratelimit state table \"%s.state\" does not exist",
 							RL_INTERNAL_SCHEMA),
-					 errhint("Run CREATE EXTENSION ratelimit in this database.")));
+					 errhint("Run CREATE EXTENSION ratelimit in this database, or "
+							 "ALTER EXTENSION ratelimit UPDATE where an older version is installed.")));
 		rel = table_open(relid, AccessShareLock);
 		state_table.relid = relid;
 		state_table.owner = rel->rd_rel->relowner;

@@ -211,8 +211,8 @@ InvalidateZones(Datum arg, Oid relid)
 			hash_destroy(zone_cache);
 			zone_cache = NULL;
 		}
-		if (relid == InvalidOid)
-			zone_table_relid = InvalidOid;
+		/* The table itself may be gone (DROP EXTENSION): look it up again. */
+		zone_table_relid = InvalidOid;
 	}
 }
 
