@@ -249,7 +249,7 @@ RecordHistory(const ZoneCall *call)
 	if (!OidIsValid(relid))
 		elog(ERROR, "ratelimit history table is missing");
 	values[0] = Int64GetDatum(txn_id);
-	values[1] = TimestampTzGetDatum(call->now);
+	values[1] = TimestampTzGetDatum(call->decision.decided_at_us);
 	values[2] = CStringGetTextDatum(call->zone_name);
 	values[3] = PointerGetDatum(call->key.key);
 	values[4] = Int32GetDatum((int32) call->cost);

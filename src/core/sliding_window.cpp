@@ -258,6 +258,7 @@ rl_sw_take(const RlZoneLimit *limit, RlSlidingWindowState *state, int64_t now_us
 
 	// The clock never runs backwards for a key.
 	now_us = std::max(now_us, state->stamp_us);
+	decision.decided_at_us = now_us;
 	// An entry at t is in the window while t > now - period.
 	const Wide horizon = static_cast<Wide>(now_us) - limit->period_us;
 	auto expired = [horizon](const RlSwEntry &entry) { return entry.time_us <= horizon; };
