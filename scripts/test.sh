@@ -8,7 +8,8 @@
 #   isolation   test/isolation/      pg_isolation_regress     } access path:
 #   pgTAP       test/pgtap/          pg_prove                 } direct, spi
 #   fault       test/fault/          restarts, crash, SIGKILL }
-#   load        test/load/           pgbench on one key       }
+#   load        test/load/           pgbench on one key: token }
+#                                    bucket, sliding window   }
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$RL_ROOT"
@@ -105,6 +106,8 @@ for access in direct spi; do
 		--load-extension=ratelimit $ISOLATION_SPECS
 	run_pgtap "$access"
 	run_tap_script "load ($access)" "$RESULTS/load-$access.log" bash test/load/concurrency.sh 2 3
+	run_tap_script "load, sliding window ($access)" "$RESULTS/load-sw-$access.log" \
+		bash test/load/sliding_window.sh 2 3
 	run_tap_script "fault ($access)" "$RESULTS/fault-$access.log" bash test/fault/crash_restart.sh
 done
 

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Load test of the exact sliding window: pgbench clients hammer ONE key of a
+# zone with history, so every decision is recorded with the time it was
+# decided at.  Then, from the history:
+#   - exactness: in every trailing period (t - period, t] the admitted cost
+#     is at most the rate (checked at every admission, ties included);
+#   - no needless refusal: at every refusal the admitted cost in its
+#     trailing period plus its own exceeded the rate;
+#   - the state agrees: the key's head row holds the admitted cost of the
+#     last period as the history counts it.
+# The rate is large enough that the log spans several sealed chunks, so the
+# chunk rows are exercised under concurrency too.
+# Usage: sliding_window.sh [CLIENTS] [SECONDS]; uses PGHOST/PGPORT from
+# scripts/lib.sh and the access path chosen by PGOPTIONS.
+set -uo pipefail
+source "$(dirname "$0")/../../scripts/lib.sh"
+clients=${1:-2}
+seconds=${2:-3}
+rate=1500
+period_ms=1000
+db=rl_load_sw
+
+rl_psql -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db" >/dev/null 2>&1
+rl_psql -d $db >/dev/null <<SQL
+CREATE EXTENSION ratelimit;
+SELECT rl_zone_set('sw', 'sliding_window', $rate, interval '$period_ms milliseconds', history => true);
+SQL
+
+script=$(mktemp)
+echo "SELECT allowed FROM rl_sliding_window('sw', 'hot');" > "$script"
+"$RL_PG_BIN/pgbench" -n -M prepared -c "$clients" -j "$clients" -T "$seconds" -f "$script" $db >/dev/null 2>&1
+status=$?
+rm -f "$script"
+
+# (t - period, t] is RANGE period - 1 us PRECEDING on microsecond times.
+result=$(rl_psql -d $db -tA -F ' ' <<SQL
+WITH admitted AS (
+    SELECT recorded_at,
+           sum(cost) OVER (ORDER BY recorded_at
+                           RANGE BETWEEN interval '$period_ms milliseconds' - interval '1 microsecond'
+                           PRECEDING AND CURRENT ROW) AS in_period
+    FROM ratelimit.history WHERE allowed),
+refused AS (
+    SELECT r.recorded_at, r.cost,
+           (SELECT coalesce(sum(a.cost), 0) FROM ratelimit.history a
+            WHERE a.allowed AND a.recorded_at > r.recorded_at - interval '$period_ms milliseconds'
+              AND a.recorded_at <= r.recorded_at) AS in_period
+    FROM ratelimit.history r WHERE NOT r.allowed),
+last AS (
+    SELECT coalesce(sum(cost), 0) AS in_period FROM ratelimit.history
+    WHERE allowed AND recorded_at > (SELECT max(updated_at) FROM ratelimit.state WHERE part = 0)
+                                    - interval '$period_ms milliseconds')
+SELECT (SELECT count(*) FROM admitted),
+       (SELECT count(*) FROM refused),
+       (SELECT coalesce(max(in_period), 0) FROM admitted),
+       (SELECT count(*) FROM refused WHERE in_period + cost <= $rate),
+       (SELECT count(*) FROM ratelimit.state WHERE part > 0),
+       (SELECT max(counter) FROM ratelimit.state WHERE part = 0),
+       (SELECT tokens FROM ratelimit.state WHERE part = 0) - (SELECT in_period FROM last);
+SQL
+)
+rl_psql -d postgres -c "DROP DATABASE $db" >/dev/null 2>&1
+read -r admitted refused max_in_period needless chunk_rows chunks_in_head head_mismatch <<<"$result"
+echo "# $clients clients, ${seconds}s, rate $rate per ${period_ms} ms: admitted $admitted, refused $refused," \
+	"most admitted in one period $max_in_period, chunk rows $chunk_rows (head says $chunks_in_head)"
+failed=0
+check() {
+	if eval "$2"; then echo "ok - $1"; else echo "not ok - $1"; failed=1; fi
+}
+check "pgbench ran" '[ "$status" -eq 0 ]'
+check "calls were refused, so the window was full" '[ "${refused:-0}" -gt 0 ]'
+check "at most $rate admitted in every trailing period (got $max_in_period)" \
+	'[ -n "$max_in_period" ] && [ "$max_in_period" -le "$rate" ]'
+check "no refusal while the period had room ($needless needless)" '[ "${needless:-1}" -eq 0 ]'
+check "the log spans sealed chunk rows, as many as the head row counts" \
+	'[ "${chunk_rows:-0}" -gt 0 ] && [ "$chunk_rows" = "$chunks_in_head" ]'
+check "the head row's admitted cost matches the history's last period" '[ "${head_mismatch:-1}" = 0 ]'
+exit $failed
