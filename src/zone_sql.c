@@ -212,16 +212,32 @@ IntervalDatum(int64 micros)
 	return IntervalPGetDatum(interval);
 }
 
+/* rl_result's descriptor, looked up once per call site. */
+static TupleDesc
+ResultDesc(FunctionCallInfo fcinfo)
+{
+	TupleDesc	desc = (TupleDesc) fcinfo->flinfo->fn_extra;
+
+	if (desc == NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);
+
+		if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+			elog(ERROR, "rl_result is not a composite type");
+		desc = BlessTupleDesc(CreateTupleDescCopy(desc));
+		MemoryContextSwitchTo(old);
+		fcinfo->flinfo->fn_extra = desc;
+	}
+	return desc;
+}
+
 static Datum
 ResultDatum(FunctionCallInfo fcinfo, const RlDecision *decision, bool has_txn, int64 txn_id)
 {
-	TupleDesc	desc;
+	TupleDesc	desc = ResultDesc(fcinfo);
 	Datum		values[6];
 	bool		nulls[6] = {false, false, false, false, false, false};
 
-	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "rl_result is not a composite type");
-	desc = BlessTupleDesc(desc);
 	values[0] = BoolGetDatum(decision->allowed);
 	values[1] = Int64GetDatum(decision->capacity);
 	values[2] = Int64GetDatum(decision->remaining);
