@@ -142,6 +142,9 @@ BEGIN
             DETAIL = format('The name is %s bytes; the limit is 128.', octet_length(zone));
     END IF;
     PERFORM ratelimit.check_zone(algorithm, rate, period, burst, store);
+    IF history IS NULL THEN
+        RAISE EXCEPTION 'history must not be null' USING ERRCODE = '22004';
+    END IF;
 
     SELECT * INTO existing FROM ratelimit.zone z WHERE z.zone = rl_zone_set.zone FOR UPDATE;
     IF NOT FOUND THEN
@@ -178,6 +181,9 @@ AS $fn$
 DECLARE
     dropped int;
 BEGIN
+    IF zone IS NULL THEN
+        RAISE EXCEPTION 'zone must not be null' USING ERRCODE = '22004';
+    END IF;
     DELETE FROM ratelimit.zone z WHERE z.zone = rl_zone_drop.zone RETURNING z.zone_id INTO dropped;
     IF NOT FOUND THEN
         IF if_exists THEN
