@@ -6,7 +6,7 @@ SET LOCAL timezone = 'UTC';
 SET LOCAL datestyle = 'ISO, YMD';
 SET LOCAL client_min_messages = warning;
 
-SELECT plan(68);
+SELECT plan(70);
 
 SET LOCAL ratelimit.now_override = '2026-01-01 00:00:00+00';
 
@@ -36,6 +36,10 @@ SELECT diag('ratelimit.table_access = ' || current_setting('ratelimit.table_acce
 
 CREATE TEMP TABLE rl_before ON COMMIT DROP AS
     SELECT id, tokens, updated_at FROM ratelimit.token_bucket;
+-- ratelimit.token_bucket is a view of zone 0 of ratelimit.state: the whole
+-- table is compared too, every column.
+CREATE TEMP TABLE rl_state_before ON COMMIT DROP AS
+    SELECT * FROM ratelimit.state;
 
 -------------------------------------------------------------------------
 -- NULL arguments: 22004.
@@ -147,6 +151,10 @@ SELECT results_eq(
 SELECT is((SELECT count(*) FROM ratelimit.token_bucket),
           (SELECT count(*) FROM rl_before),
           'bad arguments add or remove no row');
+SELECT results_eq(
+    $$SELECT * FROM ratelimit.state ORDER BY key, zone_id, part$$,
+    $$SELECT * FROM rl_state_before ORDER BY key, zone_id, part$$,
+    'bad arguments leave every row and column of ratelimit.state unchanged');
 SELECT is_empty(
     $$SELECT id FROM ratelimit.token_bucket
       WHERE id IN ('err-null', 'err-rate', 'err-window', 'err-cap', 'err-cost', '')
@@ -223,6 +231,11 @@ SELECT results_eq(
     $$SELECT id, tokens, updated_at FROM rl_before
       UNION ALL SELECT 'err-cost', 10, '2026-01-01 00:00:00+00' ORDER BY id$$,
     'at the end, the only new row is err-cost''s (its full-bucket peek)');
+SELECT results_eq(
+    $$SELECT key, zone_id, part FROM ratelimit.state ORDER BY key, zone_id, part$$,
+    $$SELECT key, zone_id, part FROM rl_state_before
+      UNION ALL SELECT 'err-cost', 0, 0 ORDER BY key, zone_id, part$$,
+    'in ratelimit.state too: err-cost''s row, in zone 0, part 0');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -12,7 +12,7 @@ SET LOCAL client_min_messages = warning;
 SELECT NOT EXISTS (SELECT 1 FROM pg_catalog.pg_settings
                    WHERE name = 'ratelimit.now_override') AS rl_unloaded \gset
 
-SELECT plan(43);
+SELECT plan(52);
 
 CREATE ROLE rl_pgtap_user NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE;
 
@@ -54,6 +54,8 @@ SELECT schema_privs_are('ratelimit', 'rl_pgtap_user', ARRAY[]::name[],
                         'an ordinary role has no privilege on schema ratelimit');
 SELECT table_privs_are('ratelimit', 'token_bucket', 'rl_pgtap_user', ARRAY[]::name[],
                        'an ordinary role has no privilege on ratelimit.token_bucket');
+SELECT table_privs_are('ratelimit', 'state', 'rl_pgtap_user', ARRAY[]::name[],
+                       'an ordinary role has no privilege on ratelimit.state (the table behind the view)');
 SELECT is_empty(
     $$SELECT a.privilege_type
       FROM pg_catalog.pg_namespace n,
@@ -66,6 +68,12 @@ SELECT is_empty(
            aclexplode(coalesce(c.relacl, acldefault('r', c.relowner))) a
       WHERE c.oid = 'ratelimit.token_bucket'::regclass AND a.grantee = 0$$,
     'PUBLIC holds no privilege on ratelimit.token_bucket');
+SELECT is_empty(
+    $$SELECT a.privilege_type
+      FROM pg_catalog.pg_class c,
+           aclexplode(coalesce(c.relacl, acldefault('r', c.relowner))) a
+      WHERE c.oid = 'ratelimit.state'::regclass AND a.grantee = 0$$,
+    'PUBLIC holds no privilege on ratelimit.state');
 SELECT is_empty(
     $$SELECT c.oid::regclass::text
       FROM pg_catalog.pg_class c
@@ -120,6 +128,21 @@ SELECT throws_ok($$DELETE FROM ratelimit.token_bucket$$,
 SELECT throws_ok($$TRUNCATE ratelimit.token_bucket$$,
                  '42501', 'permission denied for schema ratelimit',
                  'the role cannot TRUNCATE ratelimit.token_bucket');
+SELECT throws_ok($$SELECT * FROM ratelimit.state$$,
+                 '42501', 'permission denied for schema ratelimit',
+                 'the role cannot SELECT from ratelimit.state');
+SELECT throws_ok($$INSERT INTO ratelimit.state (key, tokens, updated_at) VALUES ('priv-forged', 1e9, now())$$,
+                 '42501', 'permission denied for schema ratelimit',
+                 'the role cannot INSERT into ratelimit.state');
+SELECT throws_ok($$UPDATE ratelimit.state SET tokens = 1e9$$,
+                 '42501', 'permission denied for schema ratelimit',
+                 'the role cannot UPDATE ratelimit.state');
+SELECT throws_ok($$DELETE FROM ratelimit.state$$,
+                 '42501', 'permission denied for schema ratelimit',
+                 'the role cannot DELETE from ratelimit.state');
+SELECT throws_ok($$TRUNCATE ratelimit.state$$,
+                 '42501', 'permission denied for schema ratelimit',
+                 'the role cannot TRUNCATE ratelimit.state');
 SELECT throws_ok($$CREATE TABLE ratelimit.priv_intruder (x int)$$,
                  '42501', 'permission denied for schema ratelimit',
                  'the role cannot create objects in schema ratelimit');
@@ -171,12 +194,20 @@ SELECT results_eq(
     'the rows the role''s calls wrote are in ratelimit.token_bucket');
 SELECT is((SELECT count(*) FROM ratelimit.token_bucket WHERE id = 'priv-hot'), 1::bigint,
           'the role''s hot key has its row');
+SELECT results_eq(
+    $$SELECT key, zone_id, part, tokens FROM ratelimit.state
+      WHERE key IN ('priv-one', 'priv-three', 'priv-default') ORDER BY key$$,
+    $$VALUES ('priv-default'::text COLLATE "C", 0, 0, 119::bigint),
+             ('priv-one', 0, 0, 9), ('priv-three', 0, 0, 7)$$,
+    'those rows are ratelimit.state rows of zone 0, part 0');
 SELECT is(rl_token_bucket('priv-hot', 1, 10, 0), 0::bigint,
           'the superuser sees the hot key emptied by the role');
 SELECT is(rl_token_bucket('priv-three', 1, 10, 0), 7::bigint,
           'the superuser sees the tokens the role took');
 SELECT is_empty($$SELECT 1 FROM ratelimit.token_bucket WHERE id IN ('priv-bad', 'priv-forged')$$,
                 'the role''s refused attempts left no row');
+SELECT is_empty($$SELECT 1 FROM ratelimit.state WHERE key IN ('priv-bad', 'priv-forged')$$,
+                'nor any row in ratelimit.state, in any zone');
 
 -------------------------------------------------------------------------
 -- SECURITY DEFINER functions of the extension must pin search_path.
