@@ -114,6 +114,11 @@ CheckZoneDefinition(const char *algorithm_name, bool rate_null, int64 rate,
 				 errmsg("unknown rate-limit store \"%s\"", store),
 				 errhint("Only the table store exists in this version.")));
 
+	if (!burst_null && burst <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("burst must be greater than zero"),
+				 errdetail("burst is " INT64_FORMAT ".", burst)));
 	if (rate <= 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -309,6 +314,13 @@ RlLookupZone(text *name, RlZone *zone)
 				 errmsg("rate-limit zone \"%s\" does not exist", text_to_cstring(name))));
 	memset(key, 0, sizeof(key));
 	memcpy(key, VARDATA_ANY(name), len);
+
+	/*
+	 * A transaction that already holds its locks takes in no invalidation
+	 * until it ends; a zone change committed meanwhile must still apply to
+	 * its next call.  Cheap when nothing is pending.
+	 */
+	AcceptInvalidationMessages();
 
 	if (zone_cache == NULL)
 	{
