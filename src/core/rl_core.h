@@ -175,7 +175,7 @@ typedef struct RlDecision
 {
 	bool		allowed;
 	int64_t		capacity;
-	int64_t		remaining;		/* left after this call (0 when refused) */
+	int64_t		remaining;		/* left after this call; refused: available now */
 	int64_t		retry_after_us; /* when refused: until this call would pass */
 	int64_t		reset_after_us; /* until the key is back to full allowance */
 	int64_t		decided_at_us;	/* the time decided at: now, or later if the clock went back */
