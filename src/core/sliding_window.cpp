@@ -268,6 +268,9 @@ rl_sw_take(const RlZoneLimit *limit, RlSlidingWindowState *state, int64_t now_us
 	RlSlidingWindowState next = *state;
 	const uint32_t chunk_count = rl_sw_chunk_count(state);
 	int32_t consumed = 0;
+	// admitted comes from a column of its own: keep a hand-edited value from
+	// overflowing as expired costs are taken off (it is repaired below).
+	next.admitted = std::clamp<int64_t>(next.admitted, 0, RL_MAX_LIMIT);
 
 	if (next.front.count == 0 && chunk_count == 0 && next.back.count == 0)
 		next.admitted = 0;
@@ -285,7 +288,7 @@ rl_sw_take(const RlZoneLimit *limit, RlSlidingWindowState *state, int64_t now_us
 		{
 			int32_t popped = 0;
 			while (popped < next.front.count && expired(next.front.entries[popped]))
-				next.admitted -= next.front.entries[popped++].cost;
+				next.admitted = std::max<int64_t>(0, next.admitted - next.front.entries[popped++].cost);
 			PopFront(&next.front, popped);
 			if (next.front.count > 0)
 				break;
@@ -432,8 +435,11 @@ rl_sw_decode_header(const uint8_t *bytes, int32_t len, int64_t admitted, int64_t
 		front_len > static_cast<uint64_t>(end - in))
 		return false;
 	const int32_t front_bytes = static_cast<int32_t>(front_len);
-	if (!Decode(in, front_bytes, &state->front) ||
-		!Decode(in + front_bytes, static_cast<int32_t>(end - in) - front_bytes, &state->back))
+	const int32_t back_bytes = static_cast<int32_t>(end - in) - front_bytes;
+	// Only the front may outgrow the sealing size (see kMaxBufferBytes): a
+	// longer back would be sealed into more than sealed_bytes holds.
+	if (back_bytes > RL_SW_BUFFER_BYTES || !Decode(in, front_bytes, &state->front) ||
+		!Decode(in + front_bytes, back_bytes, &state->back))
 		return false;
 	state->first_chunk = static_cast<uint32_t>(first);
 	state->next_chunk = static_cast<uint32_t>(next);

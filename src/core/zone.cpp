@@ -40,12 +40,16 @@ Wide FloorDiv(Wide numerator, Wide denominator) noexcept
 }
 
 // Microseconds a debt of `deficit` tokens takes to refill, rounded up so
-// that a retry at that moment passes.
+// that a retry at that moment passes.  The take admits a level short of
+// the cost by RL_TOKEN_EPSILON, so that is the debt to refill: the exact
+// wait is usually a whole number of microseconds (from a whole stamp), and
+// rounding up a product a few ulps above it would report one too many.
 int64_t RefillMicros(double deficit, const RlTokenBucketLimit &limit) noexcept
 {
 	if (!(deficit > RL_TOKEN_EPSILON))
 		return 0;
-	const double micros = std::ceil(deficit * limit.refill_interval_us / limit.refill_tokens);
+	const double micros =
+		std::ceil((deficit - RL_TOKEN_EPSILON) * limit.refill_interval_us / limit.refill_tokens);
 	return micros >= 9.2e18 ? INT64_MAX : std::max<int64_t>(1, static_cast<int64_t>(micros));
 }
 
@@ -72,6 +76,7 @@ RlDecision TokenBucketTake(const RlZoneLimit &zone, const RlCounterState *prior,
 		: RefillMicros(static_cast<double>(cost - whole) - fraction, limit);
 	decision.reset_after_us =
 		RefillMicros(static_cast<double>(zone.capacity - whole) - fraction, limit);
+	decision.decided_at_us = taken.next.stamp_us;
 	decision.state_changed = taken.allowed && cost > 0;
 	*next = RlCounterState{whole, fraction, taken.next.stamp_us, 0};
 	return decision;
@@ -102,6 +107,7 @@ RlDecision GcraTake(const RlZoneLimit &zone, const RlCounterState *prior,
 
 	RlDecision decision{};
 	decision.capacity = zone.capacity;
+	decision.decided_at_us = now_us;
 	Wide ttl;
 	if (diff < 0)
 	{
@@ -117,7 +123,11 @@ RlDecision GcraTake(const RlZoneLimit &zone, const RlCounterState *prior,
 		decision.retry_after_us = 0;
 		ttl = new_tat - now;
 		decision.state_changed = cost > 0;
-		*next = RlCounterState{Saturate(new_tat % rate), 0.0, Saturate(new_tat / rate), now_us};
+		// Floor division: before the epoch (times are negative) / and %
+		// truncate towards zero and would give a negative remainder, which
+		// the read above clamps away.
+		const Wide stamp = FloorDiv(new_tat, rate);
+		*next = RlCounterState{Saturate(new_tat - stamp * rate), 0.0, Saturate(stamp), now_us};
 	}
 	const Wide left = tolerance - ttl;
 	decision.remaining = left > 0 ? Saturate(left / emission) : 0;
@@ -133,7 +143,9 @@ RlDecision FixedWindowTake(const RlZoneLimit &zone, const RlCounterState *prior,
 	int64_t used = 0;
 	if (prior != nullptr)
 	{
-		now_us = std::max(now_us, prior->stamp_us);
+		// The clock never runs backwards for a key: b is the last decision
+		// time, which a retry_after or reset_after counts from.
+		now_us = std::max({now_us, prior->stamp_us, prior->b});
 		if (static_cast<Wide>(now_us) < static_cast<Wide>(prior->stamp_us) + zone.period_us)
 		{
 			start = prior->stamp_us;
@@ -146,6 +158,7 @@ RlDecision FixedWindowTake(const RlZoneLimit &zone, const RlCounterState *prior,
 
 	RlDecision decision{};
 	decision.capacity = zone.capacity;
+	decision.decided_at_us = now_us;
 	decision.allowed = used + cost <= zone.rate;	// both <= 2^53
 	if (decision.allowed)
 		used += cost;
@@ -153,7 +166,7 @@ RlDecision FixedWindowTake(const RlZoneLimit &zone, const RlCounterState *prior,
 	decision.retry_after_us = decision.allowed ? 0 : Saturate(window_end - now_us);
 	decision.reset_after_us = used > 0 ? Saturate(window_end - now_us) : 0;
 	decision.state_changed = decision.allowed && cost > 0;
-	*next = RlCounterState{used, 0.0, start, 0};
+	*next = RlCounterState{used, 0.0, start, now_us};
 	return decision;
 }
 
@@ -164,8 +177,16 @@ RlDecision SlidingWindowCounterTake(const RlZoneLimit &zone, const RlCounterStat
 									int64_t now_us, int64_t cost, RlCounterState *next) noexcept
 {
 	const Wide period = zone.period_us;
+	// The clock never runs backwards for a key: fraction is how far into its
+	// window the last decision was (a whole number below 2^53: exact).  The
+	// window's start alone is not enough: back there the previous window
+	// weighs fully again, and even a cost of 0 could be refused.
 	if (prior != nullptr)
-		now_us = std::max(now_us, prior->stamp_us);
+	{
+		const double offset = prior->fraction >= 0.0 && prior->fraction < static_cast<double>(period)
+			? prior->fraction : 0.0;
+		now_us = std::max(now_us, Saturate(prior->stamp_us + static_cast<Wide>(offset)));
+	}
 	const Wide start = FloorDiv(now_us, period) * period;
 	Wide current = 0;
 	Wide previous = 0;
@@ -187,6 +208,7 @@ RlDecision SlidingWindowCounterTake(const RlZoneLimit &zone, const RlCounterStat
 
 	RlDecision decision{};
 	decision.capacity = zone.capacity;
+	decision.decided_at_us = now_us;
 	decision.allowed = scaled_estimate(current + cost) <= rate * period;
 	if (decision.allowed)
 		current += cost;
@@ -212,7 +234,8 @@ RlDecision SlidingWindowCounterTake(const RlZoneLimit &zone, const RlCounterStat
 	decision.reset_after_us = current > 0 ? Saturate(left_in_window + period)
 		: previous > 0 ? Saturate(left_in_window) : 0;
 	decision.state_changed = decision.allowed && cost > 0;
-	*next = RlCounterState{Saturate(current), 0.0, Saturate(start), Saturate(previous)};
+	*next = RlCounterState{Saturate(current), static_cast<double>(now_us - start), Saturate(start),
+						   Saturate(previous)};
 	return decision;
 }
 
@@ -267,6 +290,7 @@ rl_counter_take(const RlZoneLimit *limit, const RlCounterState *prior, int64_t n
 	}
 	RlDecision refused{};
 	refused.capacity = limit->capacity;
+	refused.decided_at_us = now_us;
 	*next = prior != nullptr ? *prior : RlCounterState{};
 	return refused;
 }
