@@ -154,13 +154,17 @@ bool		rl_zone_cost_valid(const RlZoneLimit *limit, int64_t cost) RL_NOEXCEPT;
 
 /*
  * The fixed-size state of one key for every algorithm but the exact sliding
- * window.  Field use per algorithm:
+ * window.  Field use per algorithm (b or fraction keeps the last decision
+ * time where the rest does not imply it: the clock never runs backwards):
  *   token_bucket            a = whole tokens, fraction = part token, stamp = as of
  *   gcra                    stamp, a = theoretical arrival time in microseconds
- *                           plus a / rate (exact: no rounding of period / rate)
- *   fixed_window            stamp = start of the window, a = cost admitted in it
+ *                           plus a / rate (exact: no rounding of period / rate);
+ *                           b = last decision time
+ *   fixed_window            stamp = start of the window, a = cost admitted in it,
+ *                           b = last decision time
  *   sliding_window_counter  stamp = start of the current aligned window,
- *                           a = its admitted cost, b = the previous window's
+ *                           a = its admitted cost, b = the previous window's,
+ *                           fraction = last decision time - stamp (whole us)
  */
 typedef struct RlCounterState
 {
