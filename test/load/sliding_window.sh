@@ -33,30 +33,29 @@ status=$?
 rm -f "$script"
 
 # (t - period, t] is RANGE period - 1 us PRECEDING on microsecond times.
+# The frame takes in ties at t: admissions decided at the same microsecond,
+# before or after the row; that only adds to a refusal's count, and the
+# largest count at t is what the last admission at t saw.
 result=$(rl_psql -d $db -tA -F ' ' <<SQL
-WITH admitted AS (
-    SELECT recorded_at,
-           sum(cost) OVER (ORDER BY recorded_at
-                           RANGE BETWEEN interval '$period_ms milliseconds' - interval '1 microsecond'
-                           PRECEDING AND CURRENT ROW) AS in_period
-    FROM ratelimit.history WHERE allowed),
-refused AS (
-    SELECT r.recorded_at, r.cost,
-           (SELECT coalesce(sum(a.cost), 0) FROM ratelimit.history a
-            WHERE a.allowed AND a.recorded_at > r.recorded_at - interval '$period_ms milliseconds'
-              AND a.recorded_at <= r.recorded_at) AS in_period
-    FROM ratelimit.history r WHERE NOT r.allowed),
+WITH windowed AS (
+    SELECT allowed, cost,
+           sum(CASE WHEN allowed THEN cost ELSE 0 END)
+               OVER (ORDER BY recorded_at
+                     RANGE BETWEEN interval '$period_ms milliseconds' - interval '1 microsecond'
+                     PRECEDING AND CURRENT ROW) AS in_period
+    FROM ratelimit.history),
 last AS (
     SELECT coalesce(sum(cost), 0) AS in_period FROM ratelimit.history
     WHERE allowed AND recorded_at > (SELECT max(updated_at) FROM ratelimit.state WHERE part = 0)
                                     - interval '$period_ms milliseconds')
-SELECT (SELECT count(*) FROM admitted),
-       (SELECT count(*) FROM refused),
-       (SELECT coalesce(max(in_period), 0) FROM admitted),
-       (SELECT count(*) FROM refused WHERE in_period + cost <= $rate),
+SELECT count(*) FILTER (WHERE allowed),
+       count(*) FILTER (WHERE NOT allowed),
+       coalesce(max(in_period) FILTER (WHERE allowed), 0),
+       count(*) FILTER (WHERE NOT allowed AND in_period + cost <= $rate),
        (SELECT count(*) FROM ratelimit.state WHERE part > 0),
        (SELECT max(counter) FROM ratelimit.state WHERE part = 0),
-       (SELECT tokens FROM ratelimit.state WHERE part = 0) - (SELECT in_period FROM last);
+       (SELECT tokens FROM ratelimit.state WHERE part = 0) - (SELECT in_period FROM last)
+FROM windowed;
 SQL
 )
 rl_psql -d postgres -c "DROP DATABASE $db" >/dev/null 2>&1
