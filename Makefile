@@ -1,11 +1,12 @@
 EXTENSION = ratelimit
-EXTVERSION = 0.2.0
+EXTVERSION = 0.3.0
 
 MODULE_big = ratelimit
 OBJS = \
 	src/ratelimit.o \
 	src/state_cache.o \
 	src/store_direct.o \
+	src/store_shmem.o \
 	src/store_spi.o \
 	src/token_bucket_sql.o \
 	src/zone.o \

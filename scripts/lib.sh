@@ -100,7 +100,7 @@ rl_cluster_start() {
 		echo "port = $PGPORT"
 		echo "listen_addresses = '127.0.0.1'"
 		echo "unix_socket_directories = ''"
-		echo "shared_preload_libraries = 'pg_cron'"
+		echo "shared_preload_libraries = 'pg_cron, ratelimit'"
 		echo "cron.database_name = 'postgres'"
 		echo "max_prepared_transactions = 10"
 		echo "logging_collector = off"

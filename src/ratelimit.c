@@ -23,11 +23,13 @@
 #include "utils/syscache.h"
 
 #include "store.h"
+#include "store_shmem.h"
 #include "zone.h"
 
 PG_MODULE_MAGIC;
 
 int			rl_table_access = RL_TABLE_ACCESS_AUTO;
+int			rl_default_store = RL_DEFAULT_STORE_TABLE;
 
 static char *rl_now_override_text = NULL;
 static bool rl_now_is_overridden = false;
@@ -37,6 +39,12 @@ static const struct config_enum_entry table_access_options[] = {
 	{"auto", RL_TABLE_ACCESS_AUTO, false},
 	{"direct", RL_TABLE_ACCESS_DIRECT, false},
 	{"spi", RL_TABLE_ACCESS_SPI, false},
+	{NULL, 0, false}
+};
+
+static const struct config_enum_entry default_store_options[] = {
+	{"table", RL_DEFAULT_STORE_TABLE, false},
+	{"shmem", RL_DEFAULT_STORE_SHMEM, false},
 	{NULL, 0, false}
 };
 
@@ -286,6 +294,20 @@ _PG_init(void)
 							 PGC_SUSET,
 							 0,
 							 NULL, NULL, NULL);
+
+	/* Superuser only: a fresh store is a full bucket for every key. */
+	DefineCustomEnumVariable("ratelimit.default_store",
+							 "Where rl_token_bucket and rl_gcra keep their state.",
+							 "table: the transactional table store; shmem: shared memory "
+							 "(needs ratelimit in shared_preload_libraries).",
+							 &rl_default_store,
+							 RL_DEFAULT_STORE_TABLE,
+							 default_store_options,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	RlShmemInit();
 
 	MarkGUCPrefixReserved("ratelimit");
 

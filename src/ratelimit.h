@@ -24,6 +24,15 @@ typedef enum RlTableAccess
 
 extern int	rl_table_access;
 
+/* ratelimit.default_store: where rl_token_bucket and rl_gcra keep state */
+typedef enum RlDefaultStore
+{
+	RL_DEFAULT_STORE_TABLE,
+	RL_DEFAULT_STORE_SHMEM
+} RlDefaultStore;
+
+extern int	rl_default_store;
+
 /* The decision clock: ratelimit.now_override when set, else the wall clock. */
 extern TimestampTz RlNow(void);
 

@@ -8,6 +8,8 @@
 
 #include "core/rl_core.h"
 #include "state_cache.h"
+#include "store_shmem.h"
+#include "zone.h"
 
 PG_FUNCTION_INFO_V1(rl_token_bucket);
 
@@ -104,9 +106,28 @@ rl_token_bucket(PG_FUNCTION_ARGS)
 
 	ReportTokenBucketError(rl_token_bucket_limit(rate, window, call.cost, &call.limit),
 						   rate, window, call.cost);
-	PreventCommandIfReadOnly("rl_token_bucket()");
+	if (rl_default_store == RL_DEFAULT_STORE_TABLE)
+		PreventCommandIfReadOnly("rl_token_bucket()");
 
 	call.now = RlNow();
-	RlStateUpdate(&key, false, DecideTokenBucket, &call);
+	if (rl_default_store == RL_DEFAULT_STORE_SHMEM)
+	{
+		RlShmemLimit limit;
+
+		memset(&limit, 0, sizeof(limit));
+		limit.is_bucket = true;
+		limit.bucket = call.limit;
+		if (RlShmemUpdate(&key, &limit, call.now, DecideTokenBucket, &call, false) == RL_SHMEM_FULL)
+		{
+			RlDecision decision = {.allowed = call.decision.allowed};
+
+			RlApplyShmemFullPolicy(&decision, "rl_token_bucket");
+			if (!decision.allowed)
+				call.decision.remaining = -1;
+		}
+	}
+	else
+		RlStateUpdate(&key, false, DecideTokenBucket, &call);
+	RlShmemCount(RL_ZONE_ID_TOKEN_BUCKET, call.decision.remaining >= 0);
 	PG_RETURN_INT64(call.decision.remaining);
 }

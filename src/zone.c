@@ -24,6 +24,7 @@
 #include "utils/snapmgr.h"
 
 #include "state_cache.h"
+#include "store_shmem.h"
 #include "zone.h"
 
 PG_FUNCTION_INFO_V1(rl_check_zone);
@@ -108,11 +109,18 @@ CheckZoneDefinition(const char *algorithm_name, bool rate_null, int64 rate,
 	if (store == NULL)
 		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 						errmsg("store must not be null")));
-	if (strcmp(store, "table") != 0)
+	if (strcmp(store, "table") != 0 && strcmp(store, "shmem") != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("unknown rate-limit store \"%s\"", store),
-				 errhint("Only the table store exists in this version.")));
+				 errhint("The stores are table and shmem.")));
+	if (strcmp(store, "shmem") == 0 && algorithm == RL_ALGORITHM_SLIDING_WINDOW)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("sliding_window zones need the table store"),
+				 errdetail("An exact sliding window keeps every admission; "
+						   "a shmem entry has a fixed size."),
+				 errhint("Use store => 'table', or sliding_window_counter in shared memory.")));
 
 	if (!burst_null && burst <= 0)
 		ereport(ERROR,
@@ -203,6 +211,8 @@ Datum
 rl_forget_zone_state(PG_FUNCTION_ARGS)
 {
 	RlStateForgetZone(PG_GETARG_INT32(0));
+	/* Not transactional, as everything in the shmem store. */
+	(void) RlShmemRemoveZone(PG_GETARG_INT32(0));
 	PG_RETURN_VOID();
 }
 
@@ -288,7 +298,8 @@ LoadZone(const char *name, RlZone *zone)
 		burst = DatumGetInt64(SPI_getbinval(tuple, desc, 5, &burst_null));
 		zone->zone_id = DatumGetInt32(SPI_getbinval(tuple, desc, 1, &isnull));
 		zone->history = DatumGetBool(SPI_getbinval(tuple, desc, 7, &isnull));
-		zone->store = RL_STORE_TABLE;
+		zone->store = strcmp(TextDatumGetCString(store), "shmem") == 0
+			? RL_STORE_SHMEM : RL_STORE_TABLE;
 		/* The table's CHECKs are looser than the algorithms: check again. */
 		CheckZoneDefinition(TextDatumGetCString(algorithm), false,
 							DatumGetInt64(SPI_getbinval(tuple, desc, 3, &isnull)),

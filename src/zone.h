@@ -10,10 +10,11 @@
 
 #define RL_MAX_ZONE_BYTES 128
 
-/* Where a zone keeps its state.  (The shmem store is a later addition.) */
+/* Where a zone keeps its state. */
 typedef enum RlStoreKind
 {
-	RL_STORE_TABLE
+	RL_STORE_TABLE,
+	RL_STORE_SHMEM
 } RlStoreKind;
 
 typedef struct RlZone
@@ -30,5 +31,8 @@ extern void RlLookupZone(text *name, RlZone *zone);
 extern const char *RlAlgorithmName(RlAlgorithm algorithm);
 
 extern void RlZoneCacheInit(void);
+
+/* ratelimit.shmem_full_policy applied to a decision that found no room. */
+extern void RlApplyShmemFullPolicy(RlDecision *decision, const char *what);
 
 #endif							/* RL_ZONE_H */

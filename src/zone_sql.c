@@ -21,6 +21,7 @@
 #include "utils/lsyscache.h"
 
 #include "state_cache.h"
+#include "store_shmem.h"
 #include "zone.h"
 
 PG_FUNCTION_INFO_V1(rl_limit);
@@ -307,15 +308,58 @@ PrepareSlidingWindow(ZoneCall *call)
 	call->window_result = palloc(sizeof(RlSwDecision));
 }
 
+/*
+ * A new key found no room in the shmem store: ratelimit.shmem_full_policy
+ * says what the call gets (allow: the decision for a new key, unstored).
+ */
+void
+RlApplyShmemFullPolicy(RlDecision *decision, const char *what)
+{
+	switch (rl_shmem_full_policy)
+	{
+		case RL_SHMEM_FULL_ALLOW:
+			break;
+		case RL_SHMEM_FULL_DENY:
+			decision->allowed = false;
+			decision->remaining = 0;
+			decision->retry_after_us = USECS_PER_SEC;
+			break;
+		case RL_SHMEM_FULL_ERROR:
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("the ratelimit shmem store has no room for a new key of %s", what),
+					 errdetail("Its set of keys is full and none of them has recovered."),
+					 errhint("Raise ratelimit.shmem_max_keys (a restart is needed), or set "
+							 "ratelimit.shmem_full_policy to allow or deny.")));
+	}
+}
+
+/* The shmem store's path: one decision under the key's set lock. */
+static void
+DecideInShmem(ZoneCall *call, bool peek)
+{
+	RlShmemLimit limit;
+
+	memset(&limit, 0, sizeof(limit));
+	limit.is_bucket = false;
+	limit.zone = call->zone.limit;
+	if (RlShmemUpdate(&call->key, &limit, call->now, DecideCounter, call, peek) == RL_SHMEM_FULL)
+		RlApplyShmemFullPolicy(&call->decision, call->zone_name);
+}
+
 /* Decides, stores, records: the body of rl_limit and rl_sliding_window. */
 static Datum
 TakeFromZone(FunctionCallInfo fcinfo, ZoneCall *call, const char *function)
 {
 	int64		txn_id = 0;
 
-	PreventCommandIfReadOnly(function);
+	/* The shmem store writes no WAL: it decides on a standby too. */
+	if (call->zone.store == RL_STORE_TABLE || call->zone.history)
+		PreventCommandIfReadOnly(function);
 	call->now = RlNow();
-	if (IsSlidingWindow(call))
+	if (call->zone.store == RL_STORE_SHMEM)
+		DecideInShmem(call, false);
+	else if (IsSlidingWindow(call))
 	{
 		PrepareSlidingWindow(call);
 		RlStateUpdate(&call->key, true, DecideSlidingWindow, call);
@@ -324,6 +368,7 @@ TakeFromZone(FunctionCallInfo fcinfo, ZoneCall *call, const char *function)
 	}
 	else
 		RlStateUpdate(&call->key, false, DecideCounter, call);
+	RlShmemCount(call->zone.zone_id, call->decision.allowed);
 	if (call->zone.history)
 		txn_id = RecordHistory(call);
 	return ResultDatum(fcinfo, &call->decision, call->zone.history, txn_id);
@@ -360,7 +405,9 @@ rl_peek(PG_FUNCTION_ARGS)
 
 	PrepareZoneCall(fcinfo, &call);
 	call.now = RlNow();
-	if (IsSlidingWindow(&call))
+	if (call.zone.store == RL_STORE_SHMEM)
+		DecideInShmem(&call, true);
+	else if (IsSlidingWindow(&call))
 	{
 		PrepareSlidingWindow(&call);
 		RlStateRead(&call.key, DecideSlidingWindow, &call);
@@ -385,6 +432,8 @@ rl_reset(PG_FUNCTION_ARGS)
 	RlLookupZone(PG_GETARG_TEXT_PP(0), &call.zone);
 	call.key.zone_id = call.zone.zone_id;
 	call.key.part = 0;
+	if (call.zone.store == RL_STORE_SHMEM)
+		PG_RETURN_BOOL(RlShmemRemove(&call.key));
 	PreventCommandIfReadOnly("rl_reset()");
 
 	existed = RlStateRemove(&call.key, &removed);
@@ -475,7 +524,7 @@ rl_gcra(PG_FUNCTION_ARGS)
 
 	call.zone_name = "(rl_gcra)";
 	call.zone.zone_id = RL_ZONE_ID_GCRA;
-	call.zone.store = RL_STORE_TABLE;
+	call.zone.store = rl_default_store == RL_DEFAULT_STORE_SHMEM ? RL_STORE_SHMEM : RL_STORE_TABLE;
 	call.zone.history = false;
 	call.key.zone_id = RL_ZONE_ID_GCRA;
 	call.key.part = 0;

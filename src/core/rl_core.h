@@ -93,6 +93,10 @@ RlTokenBucketDecision rl_token_bucket_take(const RlTokenBucketState *prior,
 										   const RlTokenBucketLimit *limit,
 										   int64_t cost) RL_NOEXCEPT;
 
+/* Whether the bucket is full again at now_us (as a new key would be). */
+bool		rl_token_bucket_idle(const RlTokenBucketState *state, int64_t now_us,
+								 const RlTokenBucketLimit *limit) RL_NOEXCEPT;
+
 /* ---------------------------------------------------------------------------
  * Zones: named policies of rate requests per period (SPEC 2.2).
  * ------------------------------------------------------------------------- */
@@ -193,6 +197,13 @@ typedef struct RlDecision
  */
 RlDecision	rl_counter_take(const RlZoneLimit *limit, const RlCounterState *prior,
 							int64_t now_us, int64_t cost, RlCounterState *next) RL_NOEXCEPT;
+
+/*
+ * Whether a key holding state has fully recovered at now_us: every call
+ * from now on decides as for a key never seen (a store may forget it).
+ */
+bool		rl_counter_idle(const RlZoneLimit *limit, const RlCounterState *state,
+							int64_t now_us) RL_NOEXCEPT;
 
 /* ---------------------------------------------------------------------------
  * Exact sliding window (sliding_window.cpp).

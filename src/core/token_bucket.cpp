@@ -135,3 +135,12 @@ rl_token_bucket_take(const RlTokenBucketState *prior, int64_t now_us,
 	decision.next = RlTokenBucketState{after.whole, after.fraction, stamp_us};
 	return decision;
 }
+
+extern "C" bool
+rl_token_bucket_idle(const RlTokenBucketState *state, int64_t now_us,
+					 const RlTokenBucketLimit *limit) noexcept
+{
+	const Level full = Split(limit->capacity);
+	const Level level = Refill(*state, std::max(now_us, state->stamp_us), *limit);
+	return !Above(full, level);
+}

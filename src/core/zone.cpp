@@ -295,6 +295,19 @@ rl_counter_take(const RlZoneLimit *limit, const RlCounterState *prior, int64_t n
 	return refused;
 }
 
+extern "C" bool
+rl_counter_idle(const RlZoneLimit *limit, const RlCounterState *state, int64_t now_us) noexcept
+{
+	// Idle when a call of the full capacity would pass with the whole
+	// allowance left before it: exactly what a new key shows.
+	RlCounterState next{};
+	const RlDecision full = rl_counter_take(limit, state, now_us, limit->capacity, &next);
+	if (!full.allowed)
+		return false;
+	const RlDecision peek = rl_counter_take(limit, state, now_us, 0, &next);
+	return peek.remaining >= limit->capacity && peek.reset_after_us == 0;
+}
+
 extern "C" RlGcraError
 rl_gcra_limit(int64_t max_burst, int64_t count, double period_s, int64_t quantity,
 			  RlZoneLimit *limit) noexcept

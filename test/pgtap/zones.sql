@@ -299,8 +299,8 @@ SELECT throws_ok($$SELECT rl_zone_set('e_new', 'token_bucket', 1, '1 year', burs
                  '22023', 'burst must be greater than zero and refill within 285 years', 'burst refilling in 300 years: 22023');
 SELECT throws_ok($$SELECT rl_zone_set('e_new', 'sliding_window', 1000001, '1 hour')$$,
                  '54000', 'rate 1000001 is too large for an exact sliding window', 'sliding_window rate 1000001: 54000');
-SELECT throws_ok($$SELECT rl_zone_set('e_new', 'token_bucket', 10, '1 minute', store => 'shmem')$$,
-                 '0A000', 'unknown rate-limit store "shmem"', 'unknown store: 0A000');
+SELECT throws_ok($$SELECT rl_zone_set('e_new', 'token_bucket', 10, '1 minute', store => 'redis')$$,
+                 '0A000', 'unknown rate-limit store "redis"', 'unknown store: 0A000');
 SELECT throws_ok($$SELECT rl_zone_set('e_new', 'token_bucket', 10, '1 minute', store => NULL)$$,
                  '22004', 'store must not be null', 'NULL store: 22004');
 SELECT throws_ok($$SELECT rl_zone_set('e_new', 'token_bucket', 10, '1 minute', history => NULL)$$,

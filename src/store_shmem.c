@@ -1,0 +1,620 @@
+/*
+ * store_shmem.c -- the shmem store: rate-limit state in shared memory.
+ *
+ * Not transactional: a decision is final when the call returns, whatever
+ * the transaction does.  The algorithms are the same as on the table store:
+ * this store runs the same decide callbacks on a row kept in shared memory.
+ *
+ * Layout: a set-associative table.  A key's hash picks one set of
+ * RL_SHMEM_WAYS entries; each set has its own LWLock, held for the few
+ * hundred nanoseconds of one decision.  Calls on keys of different sets
+ * never wait for each other, and there is no global lock on the decision
+ * path.  When a set is full, an entry that has fully recovered (it decides
+ * as a new key would) is evicted; if none has, ratelimit.shmem_full_policy
+ * decides.
+ *
+ * Keys up to RL_SHMEM_INLINE_KEY bytes are stored as they are; longer keys
+ * are matched by a 128-bit hash of their bytes.
+ *
+ * Clean shutdown writes the table to RL_SHMEM_FILE (through a .tmp file and
+ * durable_rename); the next start loads it once and removes it.  After a
+ * crash or an immediate shutdown there is no file: the state starts empty.
+ *
+ * Per-zone counters of allowed, refused, evicted and refused-for-space
+ * calls live in shared memory too (atomics, no lock).
+ */
+#include "ratelimit.h"
+
+#include <unistd.h>
+
+#include "catalog/pg_control.h"
+#include "common/controldata_utils.h"
+#include "common/hashfn.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "port/atomics.h"
+#include "storage/fd.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+
+#include "store_shmem.h"
+
+PG_FUNCTION_INFO_V1(rl_shmem_counters);
+
+#define RL_SHMEM_WAYS 8
+#define RL_SHMEM_INLINE_KEY 48
+#define RL_SHMEM_ZONE_SLOTS 1024
+#define RL_SHMEM_FILE "pg_stat/ratelimit_shmem.state"
+#define RL_SHMEM_FILE_MAGIC 0x524C5348	/* "RLSH" */
+#define RL_SHMEM_FILE_VERSION 1
+
+int			rl_shmem_max_keys = 100000;
+int			rl_shmem_full_policy = RL_SHMEM_FULL_ALLOW;
+
+typedef struct ShmemEntry
+{
+	uint64		hash;			/* of zone and key; 0: a free entry */
+	int32		zone_id;
+	uint16		key_len;		/* the key's length in bytes */
+	bool		key_hashed;		/* key holds a 128-bit hash, not the key */
+	char		key[RL_SHMEM_INLINE_KEY];
+	RlShmemLimit limit;			/* as of the last write: to tell idle entries */
+	RlStateRow	row;			/* entries is always NULL here */
+} ShmemEntry;
+
+typedef struct ShmemSet
+{
+	LWLock		lock;
+	ShmemEntry	entries[RL_SHMEM_WAYS];
+} ShmemSet;
+
+typedef struct ZoneCounters
+{
+	pg_atomic_uint32 tag;		/* zone_id + 2 (0: free; ad-hoc ids are 0 and -1) */
+	pg_atomic_uint64 allowed;
+	pg_atomic_uint64 refused;
+	pg_atomic_uint64 evicted;
+	pg_atomic_uint64 full;		/* calls that found their set full */
+} ZoneCounters;
+
+typedef struct ShmemHeader
+{
+	uint32		nsets;
+	int			tranche_id;
+	ZoneCounters zones[RL_SHMEM_ZONE_SLOTS];
+	ShmemSet	sets[FLEXIBLE_ARRAY_MEMBER];
+} ShmemHeader;
+
+static ShmemHeader *shmem = NULL;
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+static const struct config_enum_entry full_policy_options[] = {
+	{"allow", RL_SHMEM_FULL_ALLOW, false},
+	{"deny", RL_SHMEM_FULL_DENY, false},
+	{"error", RL_SHMEM_FULL_ERROR, false},
+	{NULL, 0, false}
+};
+
+static uint32
+SetCount(void)
+{
+	return (uint32) ((rl_shmem_max_keys + RL_SHMEM_WAYS - 1) / RL_SHMEM_WAYS);
+}
+
+static Size
+ShmemSize(void)
+{
+	return add_size(offsetof(ShmemHeader, sets), mul_size(SetCount(), sizeof(ShmemSet)));
+}
+
+Size
+RlShmemBytesPerKey(void)
+{
+	return sizeof(ShmemSet) / RL_SHMEM_WAYS;
+}
+
+/* The identity of a key in the table: its hash, and what is compared. */
+typedef struct ShmemKey
+{
+	uint64		hash;
+	int32		zone_id;
+	uint16		key_len;
+	bool		key_hashed;
+	char		key[RL_SHMEM_INLINE_KEY];
+} ShmemKey;
+
+static void
+MakeShmemKey(const RlStateKey *key, ShmemKey *out)
+{
+	const unsigned char *bytes = (const unsigned char *) VARDATA_ANY(key->key);
+	int			len = VARSIZE_ANY_EXHDR(key->key);
+	uint64		hash = hash_bytes_extended(bytes, len, (uint64) (uint32) key->zone_id);
+
+	memset(out, 0, sizeof(*out));
+	out->hash = hash != 0 ? hash : 1;	/* 0 marks a free entry */
+	out->zone_id = key->zone_id;
+	out->key_len = (uint16) len;
+	if (len <= RL_SHMEM_INLINE_KEY)
+		memcpy(out->key, bytes, len);
+	else
+	{
+		/* Two independent 64-bit hashes: collisions are out of reach. */
+		uint64		digest[2] = {hash_bytes_extended(bytes, len, UINT64CONST(0x9E3779B97F4A7C15)),
+		hash_bytes_extended(bytes, len, UINT64CONST(0xC2B2AE3D27D4EB4F))};
+
+		out->key_hashed = true;
+		memcpy(out->key, digest, sizeof(digest));
+	}
+}
+
+static bool
+EntryMatches(const ShmemEntry *entry, const ShmemKey *key)
+{
+	return entry->hash == key->hash && entry->zone_id == key->zone_id &&
+		entry->key_len == key->key_len && entry->key_hashed == key->key_hashed &&
+		memcmp(entry->key, key->key, key->key_hashed ? 16 : key->key_len) == 0;
+}
+
+static ShmemSet *
+SetOf(uint64 hash)
+{
+	/* The high bits: the low ones also pick the entry's place in files. */
+	return &shmem->sets[(hash >> 32) % shmem->nsets];
+}
+
+/* ---- per-zone counters ---- */
+
+static ZoneCounters *
+CountersOf(int32 zone_id)
+{
+	uint32		tag = (uint32) (zone_id + 2);
+	uint32		start = murmurhash32(tag) % RL_SHMEM_ZONE_SLOTS;
+
+	for (uint32 probe = 0; probe < RL_SHMEM_ZONE_SLOTS; probe++)
+	{
+		ZoneCounters *slot = &shmem->zones[(start + probe) % RL_SHMEM_ZONE_SLOTS];
+		uint32		seen = pg_atomic_read_u32(&slot->tag);
+
+		if (seen == tag)
+			return slot;
+		if (seen == 0)
+		{
+			uint32		expected = 0;
+
+			if (pg_atomic_compare_exchange_u32(&slot->tag, &expected, tag) || expected == tag)
+				return slot;
+		}
+	}
+	return NULL;				/* more zones than slots: not counted */
+}
+
+void
+RlShmemCount(int32 zone_id, bool allowed)
+{
+	ZoneCounters *counters;
+
+	if (shmem == NULL)
+		return;
+	counters = CountersOf(zone_id);
+	if (counters != NULL)
+		pg_atomic_fetch_add_u64(allowed ? &counters->allowed : &counters->refused, 1);
+}
+
+static void
+CountEvent(int32 zone_id, pg_atomic_uint64 *(*field) (ZoneCounters *))
+{
+	ZoneCounters *counters = CountersOf(zone_id);
+
+	if (counters != NULL)
+		pg_atomic_fetch_add_u64(field(counters), 1);
+}
+
+static pg_atomic_uint64 *
+EvictedField(ZoneCounters *c)
+{
+	return &c->evicted;
+}
+
+static pg_atomic_uint64 *
+FullField(ZoneCounters *c)
+{
+	return &c->full;
+}
+
+/* ---- decisions ---- */
+
+static void
+RequireShmem(void)
+{
+	if (shmem == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the shmem store needs ratelimit in shared_preload_libraries"),
+				 errhint("Add ratelimit to shared_preload_libraries in postgresql.conf "
+						 "(shared_preload_libraries = 'ratelimit') and restart the server.")));
+}
+
+bool
+RlShmemAvailable(void)
+{
+	return shmem != NULL;
+}
+
+static bool
+EntryIdle(const ShmemEntry *entry, TimestampTz now)
+{
+	const RlStateRow *row = &entry->row;
+
+	if (entry->limit.is_bucket)
+	{
+		RlTokenBucketState state = {row->tokens, row->fraction, row->stamp};
+
+		return rl_token_bucket_idle(&state, now, &entry->limit.bucket);
+	}
+	else
+	{
+		RlCounterState state = {row->tokens, row->fraction, row->stamp, row->counter};
+
+		return rl_counter_idle(&entry->limit.zone, &state, now);
+	}
+}
+
+static void
+FillEntry(ShmemEntry *entry, const ShmemKey *key, const RlShmemLimit *limit, const RlStateRow *row)
+{
+	entry->hash = key->hash;
+	entry->zone_id = key->zone_id;
+	entry->key_len = key->key_len;
+	entry->key_hashed = key->key_hashed;
+	memcpy(entry->key, key->key, sizeof(entry->key));
+	entry->limit = *limit;
+	entry->row = *row;
+	entry->row.entries = NULL;
+}
+
+/* A free entry of the set, or an idle one evicted for it; NULL when none. */
+static ShmemEntry *
+ClaimEntry(ShmemSet *set, TimestampTz now)
+{
+	for (int i = 0; i < RL_SHMEM_WAYS; i++)
+		if (set->entries[i].hash == 0)
+			return &set->entries[i];
+	for (int i = 0; i < RL_SHMEM_WAYS; i++)
+	{
+		if (EntryIdle(&set->entries[i], now))
+		{
+			CountEvent(set->entries[i].zone_id, EvictedField);
+			return &set->entries[i];
+		}
+	}
+	return NULL;
+}
+
+RlShmemOutcome
+RlShmemUpdate(const RlStateKey *key, const RlShmemLimit *limit, TimestampTz now,
+			  RlDecideFn decide, void *arg, bool peek)
+{
+	ShmemKey	skey;
+	ShmemSet   *set;
+	ShmemEntry *found = NULL;
+	RlStateRow	next;
+	RlShmemOutcome outcome = RL_SHMEM_DECIDED;
+
+	RequireShmem();
+	MakeShmemKey(key, &skey);
+	set = SetOf(skey.hash);
+
+	/* decide neither raises nor allocates for the algorithms this store takes. */
+	LWLockAcquire(&set->lock, peek ? LW_SHARED : LW_EXCLUSIVE);
+	for (int i = 0; i < RL_SHMEM_WAYS; i++)
+	{
+		if (EntryMatches(&set->entries[i], &skey))
+		{
+			found = &set->entries[i];
+			break;
+		}
+	}
+	if (found != NULL)
+	{
+		RlStateRow	current = found->row;
+
+		if (decide(&current, &next, arg, NULL) && !peek)
+		{
+			found->row = next;
+			found->row.entries = NULL;
+			found->limit = *limit;
+		}
+	}
+	else if (decide(NULL, &next, arg, NULL) && !peek)
+	{
+		ShmemEntry *entry = ClaimEntry(set, now);
+
+		if (entry != NULL)
+			FillEntry(entry, &skey, limit, &next);
+		else
+		{
+			CountEvent(key->zone_id, FullField);
+			outcome = RL_SHMEM_FULL;
+		}
+	}
+	LWLockRelease(&set->lock);
+	return outcome;
+}
+
+bool
+RlShmemRemove(const RlStateKey *key)
+{
+	ShmemKey	skey;
+	ShmemSet   *set;
+	bool		removed = false;
+
+	RequireShmem();
+	MakeShmemKey(key, &skey);
+	set = SetOf(skey.hash);
+	LWLockAcquire(&set->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < RL_SHMEM_WAYS; i++)
+	{
+		if (EntryMatches(&set->entries[i], &skey))
+		{
+			memset(&set->entries[i], 0, sizeof(ShmemEntry));
+			removed = true;
+			break;
+		}
+	}
+	LWLockRelease(&set->lock);
+	return removed;
+}
+
+int64
+RlShmemRemoveZone(int32 zone_id)
+{
+	int64		removed = 0;
+
+	if (shmem == NULL)
+		return 0;
+	for (uint32 s = 0; s < shmem->nsets; s++)
+	{
+		ShmemSet   *set = &shmem->sets[s];
+
+		LWLockAcquire(&set->lock, LW_EXCLUSIVE);
+		for (int i = 0; i < RL_SHMEM_WAYS; i++)
+		{
+			if (set->entries[i].hash != 0 && set->entries[i].zone_id == zone_id)
+			{
+				memset(&set->entries[i], 0, sizeof(ShmemEntry));
+				removed++;
+			}
+		}
+		LWLockRelease(&set->lock);
+		CHECK_FOR_INTERRUPTS();
+	}
+	return removed;
+}
+
+/* ---- counters view: rl_shmem_counters() ---- */
+
+Datum
+rl_shmem_counters(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (shmem == NULL)
+		PG_RETURN_VOID();		/* not preloaded: no counters, no rows */
+	for (int i = 0; i < RL_SHMEM_ZONE_SLOTS; i++)
+	{
+		ZoneCounters *c = &shmem->zones[i];
+		uint32		tag = pg_atomic_read_u32(&c->tag);
+		Datum		values[5];
+		bool		nulls[5] = {false, false, false, false, false};
+
+		if (tag == 0)
+			continue;
+		values[0] = Int32GetDatum((int32) tag - 2);
+		values[1] = Int64GetDatum((int64) pg_atomic_read_u64(&c->allowed));
+		values[2] = Int64GetDatum((int64) pg_atomic_read_u64(&c->refused));
+		values[3] = Int64GetDatum((int64) pg_atomic_read_u64(&c->evicted));
+		values[4] = Int64GetDatum((int64) pg_atomic_read_u64(&c->full));
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	PG_RETURN_VOID();
+}
+
+/* ---- save at clean shutdown, load once at start ---- */
+
+typedef struct ShmemFileHeader
+{
+	uint32		magic;
+	uint32		version;
+	uint32		entry_size;
+	uint64		count;
+} ShmemFileHeader;
+
+static void
+SaveState(int code, Datum arg)
+{
+	char		tmp[MAXPGPATH];
+	FILE	   *file;
+	ShmemFileHeader header = {RL_SHMEM_FILE_MAGIC, RL_SHMEM_FILE_VERSION, sizeof(ShmemEntry), 0};
+
+	ControlFileData *control;
+	bool		crc_ok;
+
+	/* After a crash (or a failed start) the state is not to be trusted. */
+	if (code != 0 || shmem == NULL)
+		return;
+
+	/*
+	 * The postmaster exits with code 0 after an immediate shutdown too; only
+	 * a shutdown checkpoint marks a clean one.  The checkpointer wrote it
+	 * before this runs.
+	 */
+	control = get_controlfile(DataDir, &crc_ok);
+	if (!crc_ok || (control->state != DB_SHUTDOWNED &&
+					control->state != DB_SHUTDOWNED_IN_RECOVERY))
+		return;
+	snprintf(tmp, sizeof(tmp), "%s.tmp", RL_SHMEM_FILE);
+	file = AllocateFile(tmp, PG_BINARY_W);
+	if (file == NULL)
+		goto error;
+	for (uint32 s = 0; s < shmem->nsets; s++)
+		for (int i = 0; i < RL_SHMEM_WAYS; i++)
+			if (shmem->sets[s].entries[i].hash != 0)
+				header.count++;
+	if (fwrite(&header, sizeof(header), 1, file) != 1)
+		goto error;
+	for (uint32 s = 0; s < shmem->nsets; s++)
+		for (int i = 0; i < RL_SHMEM_WAYS; i++)
+			if (shmem->sets[s].entries[i].hash != 0 &&
+				fwrite(&shmem->sets[s].entries[i], sizeof(ShmemEntry), 1, file) != 1)
+				goto error;
+	if (FreeFile(file) != 0)
+	{
+		file = NULL;
+		goto error;
+	}
+	(void) durable_rename(tmp, RL_SHMEM_FILE, LOG);
+	return;
+
+error:
+	ereport(LOG,
+			(errcode_for_file_access(),
+			 errmsg("could not write ratelimit shmem state file \"%s\": %m", tmp)));
+	if (file != NULL)
+		FreeFile(file);
+	unlink(tmp);
+}
+
+static void
+LoadState(void)
+{
+	FILE	   *file = AllocateFile(RL_SHMEM_FILE, PG_BINARY_R);
+	ShmemFileHeader header;
+	uint64		loaded = 0;
+	uint64		dropped = 0;
+
+	if (file == NULL)
+	{
+		if (errno != ENOENT)
+			ereport(LOG,
+					(errcode_for_file_access(),
+					 errmsg("could not read ratelimit shmem state file \"%s\": %m", RL_SHMEM_FILE)));
+		return;
+	}
+	if (fread(&header, sizeof(header), 1, file) != 1 || header.magic != RL_SHMEM_FILE_MAGIC ||
+		header.version != RL_SHMEM_FILE_VERSION || header.entry_size != sizeof(ShmemEntry))
+		ereport(LOG, (errmsg("ignoring ratelimit shmem state file \"%s\": not in this version's format",
+							 RL_SHMEM_FILE)));
+	else
+	{
+		for (uint64 n = 0; n < header.count; n++)
+		{
+			ShmemEntry	entry;
+			ShmemSet   *set;
+			bool		placed = false;
+
+			if (fread(&entry, sizeof(entry), 1, file) != 1)
+				break;
+			if (entry.hash == 0)
+				continue;
+			set = SetOf(entry.hash);
+			for (int i = 0; i < RL_SHMEM_WAYS && !placed; i++)
+			{
+				if (set->entries[i].hash == 0)
+				{
+					set->entries[i] = entry;
+					placed = true;
+				}
+			}
+			if (placed)
+				loaded++;
+			else
+				dropped++;		/* a smaller ratelimit.shmem_max_keys than before */
+		}
+		ereport(LOG,
+				(errmsg("ratelimit: loaded " UINT64_FORMAT " keys of the shmem store from \"%s\"",
+						loaded, RL_SHMEM_FILE),
+				 dropped > 0 ? errdetail(UINT64_FORMAT " keys did not fit and were dropped.", dropped) : 0));
+	}
+	FreeFile(file);
+	/* Loaded once: a crash later must not bring this state back. */
+	unlink(RL_SHMEM_FILE);
+}
+
+static void
+ShmemRequest(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	RequestAddinShmemSpace(ShmemSize());
+}
+
+static void
+ShmemStartup(void)
+{
+	bool		found;
+
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	shmem = ShmemInitStruct("ratelimit shmem store", ShmemSize(), &found);
+	if (!found)
+	{
+		memset(shmem, 0, ShmemSize());
+		shmem->nsets = SetCount();
+		shmem->tranche_id = LWLockNewTrancheId();
+		for (uint32 s = 0; s < shmem->nsets; s++)
+			LWLockInitialize(&shmem->sets[s].lock, shmem->tranche_id);
+		for (int i = 0; i < RL_SHMEM_ZONE_SLOTS; i++)
+		{
+			pg_atomic_init_u32(&shmem->zones[i].tag, 0);
+			pg_atomic_init_u64(&shmem->zones[i].allowed, 0);
+			pg_atomic_init_u64(&shmem->zones[i].refused, 0);
+			pg_atomic_init_u64(&shmem->zones[i].evicted, 0);
+			pg_atomic_init_u64(&shmem->zones[i].full, 0);
+		}
+	}
+	LWLockRelease(AddinShmemInitLock);
+	LWLockRegisterTranche(shmem->tranche_id, "ratelimit");
+
+	/* The postmaster loads the saved state once and saves it at shutdown. */
+	if (!IsUnderPostmaster)
+	{
+		if (!found)
+			LoadState();
+		on_shmem_exit(SaveState, (Datum) 0);
+	}
+}
+
+void
+RlShmemInit(void)
+{
+	DefineCustomIntVariable("ratelimit.shmem_max_keys",
+							"Number of keys the shmem store holds.",
+							"Needs ratelimit in shared_preload_libraries; each key takes "
+							"about 150 bytes of shared memory.",
+							&rl_shmem_max_keys,
+							100000, 64, 100000000,
+							PGC_POSTMASTER, 0, NULL, NULL, NULL);
+
+	DefineCustomEnumVariable("ratelimit.shmem_full_policy",
+							 "What a call on a new key does when the shmem store has no room.",
+							 "allow: decide as for a new key without keeping state; "
+							 "deny: refuse; error: raise an error.",
+							 &rl_shmem_full_policy,
+							 RL_SHMEM_FULL_ALLOW,
+							 full_policy_options,
+							 PGC_SUSET, 0, NULL, NULL, NULL);
+
+	if (!process_shared_preload_libraries_in_progress)
+		return;
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = ShmemRequest;
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = ShmemStartup;
+}

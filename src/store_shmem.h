@@ -1,0 +1,56 @@
+/*
+ * store_shmem.h -- the shmem store (store_shmem.c).
+ */
+#ifndef RL_STORE_SHMEM_H
+#define RL_STORE_SHMEM_H
+
+#include "core/rl_core.h"
+#include "state_cache.h"
+
+/* ratelimit.shmem_full_policy */
+typedef enum RlShmemFullPolicy
+{
+	RL_SHMEM_FULL_ALLOW,
+	RL_SHMEM_FULL_DENY,
+	RL_SHMEM_FULL_ERROR
+} RlShmemFullPolicy;
+
+extern int	rl_shmem_max_keys;
+extern int	rl_shmem_full_policy;
+
+/* The limit a key was last decided with: what tells whether it is idle. */
+typedef struct RlShmemLimit
+{
+	bool		is_bucket;		/* rl_token_bucket's ad-hoc bucket */
+	RlZoneLimit zone;
+	RlTokenBucketLimit bucket;
+} RlShmemLimit;
+
+typedef enum RlShmemOutcome
+{
+	RL_SHMEM_DECIDED,			/* decided, and stored if it changed */
+	RL_SHMEM_FULL				/* a new key found no room: nothing stored */
+} RlShmemOutcome;
+
+/*
+ * Runs decide on the key's state under its set's lock and stores the result
+ * (unless peek).  decide must neither raise errors nor read parts.
+ */
+extern RlShmemOutcome RlShmemUpdate(const RlStateKey *key, const RlShmemLimit *limit,
+									TimestampTz now, RlDecideFn decide, void *arg, bool peek);
+
+/* Forgets one key; false when it had no state. */
+extern bool RlShmemRemove(const RlStateKey *key);
+
+/* Forgets every key of a zone; returns how many. */
+extern int64 RlShmemRemoveZone(int32 zone_id);
+
+/* Counts a decision of a zone (when preloaded). */
+extern void RlShmemCount(int32 zone_id, bool allowed);
+
+extern bool RlShmemAvailable(void);
+extern Size RlShmemBytesPerKey(void);
+
+extern void RlShmemInit(void);
+
+#endif							/* RL_STORE_SHMEM_H */
