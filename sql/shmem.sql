@@ -1,0 +1,504 @@
+-- The shmem store (SPEC 2.4) on a fixed test clock.  The same calls on a
+-- table zone and a shmem zone with identical parameters must give the same
+-- results, for every algorithm the shmem store takes (all but the exact
+-- sliding_window); rl_token_bucket and rl_gcra likewise with
+-- ratelimit.default_store = table and shmem.  Then what differs around the
+-- decision: not transactional, works in read-only transactions (unless the
+-- zone keeps a history), no exact sliding window; changing a zone's store,
+-- dropping a zone, and rl_counters.  The comments give the numbers each
+-- result must show, worked out from the algorithms' definitions (the same
+-- sequences as zones.sql, whose numbers are explained there).
+--
+-- Needs ratelimit in shared_preload_libraries.  The shmem store and its
+-- counters belong to the server, not to this database: scripts/test.sh runs
+-- this file once, first, on a fresh cluster (`make installcheck
+-- REGRESS=shmem`), and the exact counts below assume no earlier database
+-- used the same zone ids or rl_token_bucket / rl_gcra keys in shared memory.
+-- (Today shared memory does not tell databases apart: a second run on the
+-- same server finds the first run's keys and counts under the same zone
+-- ids, although its database is new.  test/fault/shmem.sh (f) tests that.)
+SET timezone = 'UTC';
+SET datestyle = 'ISO, YMD';
+SET intervalstyle = 'postgres';
+SET ratelimit.now_override = '2026-01-01 00:00:00+00';
+CREATE FUNCTION pg_temp.try(sql text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    result text;
+BEGIN
+    EXECUTE sql INTO result;
+    RETURN 'ok: ' || result;
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLSTATE || ': ' || SQLERRM;
+END $$;
+CREATE FUNCTION pg_temp.zone_id(zone text) RETURNS int LANGUAGE sql AS $$
+    SELECT zone_id FROM ratelimit.zone z WHERE z.zone = $1
+$$;
+-- How a key is shown: long keys by their length and last character.
+CREATE FUNCTION pg_temp.show(key text) RETURNS text LANGUAGE sql AS $$
+    SELECT CASE WHEN length($1) > 12 THEN format('<%s bytes, ends %s>', length($1), right($1, 1)) ELSE $1 END
+$$;
+
+-------------------------------------------------------------------------
+-- 1. A table zone (t_*) and a shmem zone (s_*) per algorithm, identical
+-- parameters.  The store option is the only difference.
+-------------------------------------------------------------------------
+SELECT count(rl_zone_set(prefix || alg, algorithm, rate, period, burst, store)) AS zones_created
+FROM (VALUES ('tb', 'token_bucket', 10, interval '1 minute', 20),
+             ('gcra', 'gcra', 30, interval '1 minute', 16),
+             ('fw', 'fixed_window', 3, interval '1 minute', NULL),
+             ('swc', 'sliding_window_counter', 4, interval '7 seconds', NULL)) AS a(alg, algorithm, rate, period, burst),
+     (VALUES ('t_', 'table'), ('s_', 'shmem')) AS s(prefix, store);
+SELECT zone, algorithm, rate, period, capacity, burst, store, history
+FROM rl_zones ORDER BY substr(zone, 3), zone;
+
+-------------------------------------------------------------------------
+-- 2. One call sequence per algorithm (op limit = rl_limit, peek = rl_peek,
+-- reset = rl_reset), run on the table zone, then on the shmem zone.
+-------------------------------------------------------------------------
+CREATE TEMP TABLE steps (alg text, step int, at timestamptz, op text, key text, cost int);
+-- Keys over 48 bytes are kept by a hash in shared memory, shorter ones as
+-- they are: 48 and 49 bytes with the same first 48, and two 109-byte keys
+-- that differ in their last byte, must be four keys.
+\set k48 '''kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk'''
+\set k49 '''kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk'''
+\set long_x '''long-key/long-key/long-key/long-key/long-key/long-key/long-key/long-key/long-key/long-key/long-key/long-key/x'''
+\set long_y '''long-key/long-key/long-key/long-key/long-key/long-key/long-key/long-key/long-key/long-key/long-key/long-key/y'''
+SELECT length(:k48) AS k48, length(:k49) AS k49, length(:long_x) AS long_x, length(:long_y) AS long_y;
+
+-- token_bucket, capacity 20, one token every 6 s (zones.sql section 2):
+--   1..20 at 00:00:00: remaining 19 .. 0, reset 6 s per missing token;
+--   21: refused, retry 6 s, reset 120 s
+--   22 at :30: 5 back, remaining 4, reset 96 s
+--   23 at :33: cost 5 of 4.5: refused, remaining 4, retry 3 s, reset 93 s
+--   24 at :36: peek cost 5 = what 25 returns: allowed, 0 left, reset 120 s
+--   26: cost 0 on the empty key: allowed, remaining 0, reset 120 s
+--   27: peek cost 1: refused, retry 6 s, reset 120 s (24, 27 took nothing)
+--   28, 29: rl_reset true, then false; 30: a fresh key: 19, reset 6 s
+--   31 at 00:10:00: cost 0: full again (20), reset 0
+--   32: cost 0 on a new key: 20, reset 0, and nothing kept: 33 reset false
+--   34: peek cost 3 on a new key: 17, reset 18 s; kept nothing: 35 false
+--   36..38 a 109-byte key, cost 7: 13 (42 s), 6 (84 s), refused (retry 6 s)
+--   39 the other 109-byte key, cost 7: a fresh 13
+--   40..42 48 bytes: 13, 49 bytes: a fresh 13, 48 bytes again: 6
+--   43 reset of the 109-byte key: true; 44 peek cost 7 on it: fresh, 13
+INSERT INTO steps
+SELECT 'tb', g, '2026-01-01 00:00:00+00', 'limit', 'a', 1 FROM generate_series(1, 21) g
+UNION ALL VALUES
+    ('tb', 22, timestamptz '2026-01-01 00:00:30+00', 'limit', 'a', 1),
+    ('tb', 23, '2026-01-01 00:00:33+00', 'limit', 'a', 5),
+    ('tb', 24, '2026-01-01 00:00:36+00', 'peek', 'a', 5),
+    ('tb', 25, '2026-01-01 00:00:36+00', 'limit', 'a', 5),
+    ('tb', 26, '2026-01-01 00:00:36+00', 'limit', 'a', 0),
+    ('tb', 27, '2026-01-01 00:00:36+00', 'peek', 'a', 1),
+    ('tb', 28, '2026-01-01 00:00:36+00', 'reset', 'a', NULL),
+    ('tb', 29, '2026-01-01 00:00:36+00', 'reset', 'a', NULL),
+    ('tb', 30, '2026-01-01 00:00:36+00', 'limit', 'a', 1),
+    ('tb', 31, '2026-01-01 00:10:00+00', 'limit', 'a', 0),
+    ('tb', 32, '2026-01-01 00:10:00+00', 'limit', 'zero', 0),
+    ('tb', 33, '2026-01-01 00:10:00+00', 'reset', 'zero', NULL),
+    ('tb', 34, '2026-01-01 00:10:00+00', 'peek', 'never', 3),
+    ('tb', 35, '2026-01-01 00:10:00+00', 'reset', 'never', NULL),
+    ('tb', 36, '2026-01-01 00:10:00+00', 'limit', :long_x, 7),
+    ('tb', 37, '2026-01-01 00:10:00+00', 'limit', :long_x, 7),
+    ('tb', 38, '2026-01-01 00:10:00+00', 'limit', :long_x, 7),
+    ('tb', 39, '2026-01-01 00:10:00+00', 'limit', :long_y, 7),
+    ('tb', 40, '2026-01-01 00:10:00+00', 'limit', :k48, 7),
+    ('tb', 41, '2026-01-01 00:10:00+00', 'limit', :k49, 7),
+    ('tb', 42, '2026-01-01 00:10:00+00', 'limit', :k48, 7),
+    ('tb', 43, '2026-01-01 00:10:00+00', 'reset', :long_x, NULL),
+    ('tb', 44, '2026-01-01 00:10:00+00', 'peek', :long_x, 7);
+
+-- gcra, capacity 16, emission interval 2 s, tolerance 32 s (section 3):
+--   1..16 at 01:00:00: remaining 15 .. 0, reset 2 .. 32 s; 17 refused,
+--   retry 2 s, reset 32 s
+--   18 at :02: allowed, 0 left, reset 32 s (TAT :34)
+--   19 at :12: cost 3: TAT :40, remaining 2, reset 28 s; 20 cost 3 again:
+--   refused, retry 2 s, remaining 2, reset 28 s
+--   21 peek cost 2: TAT :44 is 32 s ahead: allowed, 0 left, reset 32 s
+--   22 cost 0: remaining 2, reset 28 s (21 took nothing)
+--   23 at 01:01:00 (TAT :40 passed): cost 0: 16, reset 0
+--   24, 25 reset true, false; 26 cost 0 new key: 16, 27 reset false
+--   28 peek cost 16: allowed, 0 left, reset 32 s; 29 the same call; 30
+--   refused, retry 2 s, reset 32 s
+INSERT INTO steps
+SELECT 'gcra', g, '2026-01-01 01:00:00+00', 'limit', 'a', 1 FROM generate_series(1, 17) g
+UNION ALL VALUES
+    ('gcra', 18, timestamptz '2026-01-01 01:00:02+00', 'limit', 'a', 1),
+    ('gcra', 19, '2026-01-01 01:00:12+00', 'limit', 'a', 3),
+    ('gcra', 20, '2026-01-01 01:00:12+00', 'limit', 'a', 3),
+    ('gcra', 21, '2026-01-01 01:00:12+00', 'peek', 'a', 2),
+    ('gcra', 22, '2026-01-01 01:00:12+00', 'limit', 'a', 0),
+    ('gcra', 23, '2026-01-01 01:01:00+00', 'limit', 'a', 0),
+    ('gcra', 24, '2026-01-01 01:01:00+00', 'reset', 'a', NULL),
+    ('gcra', 25, '2026-01-01 01:01:00+00', 'reset', 'a', NULL),
+    ('gcra', 26, '2026-01-01 01:01:00+00', 'limit', 'zero', 0),
+    ('gcra', 27, '2026-01-01 01:01:00+00', 'reset', 'zero', NULL),
+    ('gcra', 28, '2026-01-01 01:01:00+00', 'peek', 'a', 16),
+    ('gcra', 29, '2026-01-01 01:01:00+00', 'limit', 'a', 16),
+    ('gcra', 30, '2026-01-01 01:01:00+00', 'limit', 'a', 1);
+
+-- fixed_window, 3 per minute, the window opens at a key's first call
+-- (section 4):
+--   1 at 01:00:10: 2 left, reset 60 s; 2 at :20: 1, 50 s; 3 at :30: 0, 40 s
+--   4 at :40: refused, retry 30 s; 5 at 01:01:00: retry 10 s;
+--   6 at 01:01:09.999999: retry 1 us; 7 at 01:01:10: new window, 2, 60 s
+--   8 at :20 cost 2: 0 left, reset 50 s; 9 refused, retry 50 s; 10 peek:
+--   the same; 11 cost 0: allowed, 0 left, reset 50 s
+--   12 cost 0 new key: 3, reset 0; 13 reset false; 14 reset of 'a' true
+--   15 cost 3: a fresh window, 0 left, reset 60 s
+--   16 at 01:02:20, exactly a period later: peek cost 3: a new window,
+--   allowed, 0 left, reset 60 s
+INSERT INTO steps VALUES
+    ('fw', 1, '2026-01-01 01:00:10+00', 'limit', 'a', 1),
+    ('fw', 2, '2026-01-01 01:00:20+00', 'limit', 'a', 1),
+    ('fw', 3, '2026-01-01 01:00:30+00', 'limit', 'a', 1),
+    ('fw', 4, '2026-01-01 01:00:40+00', 'limit', 'a', 1),
+    ('fw', 5, '2026-01-01 01:01:00+00', 'limit', 'a', 1),
+    ('fw', 6, '2026-01-01 01:01:09.999999+00', 'limit', 'a', 1),
+    ('fw', 7, '2026-01-01 01:01:10+00', 'limit', 'a', 1),
+    ('fw', 8, '2026-01-01 01:01:20+00', 'limit', 'a', 2),
+    ('fw', 9, '2026-01-01 01:01:20+00', 'limit', 'a', 1),
+    ('fw', 10, '2026-01-01 01:01:20+00', 'peek', 'a', 1),
+    ('fw', 11, '2026-01-01 01:01:20+00', 'limit', 'a', 0),
+    ('fw', 12, '2026-01-01 01:01:20+00', 'limit', 'zero', 0),
+    ('fw', 13, '2026-01-01 01:01:20+00', 'reset', 'zero', NULL),
+    ('fw', 14, '2026-01-01 01:01:20+00', 'reset', 'a', NULL),
+    ('fw', 15, '2026-01-01 01:01:20+00', 'limit', 'a', 3),
+    ('fw', 16, '2026-01-01 01:02:20+00', 'peek', 'a', 3);
+
+-- sliding_window_counter, 4 per 7 s; 2026-01-01 00:00:00 is 2 s into an
+-- aligned window [-2 s, 5 s), then [5, 12), [12, 19), [19, 26), [26, 33)
+-- (section 5):
+--   1..4 at 00:00:00: 3 .. 0 left, reset 5 + 7 = 12 s; 5 refused, retry
+--   6.75 s (4 * 5.25 / 7 + 1 = 4 at 6.75 s), reset 12 s
+--   6 at :05: 4 * 7/7 + 1 > 4: refused, retry 1.75 s, reset 7 s
+--   7 at :06.75: allowed, 0 left, reset 5.25 + 7 = 12.25 s
+--   8 at :12 (previous 1): 2 left, reset 7 + 7 = 14 s
+--   9 at :30 (window [26, 33), nothing before): 3 left, reset 3 + 7 = 10 s
+--   10 peek cost 3: 1 + 3 = 4: allowed, 0 left, reset 10 s
+--   11 cost 0: 3 left, reset 10 s
+--   12 cost 0 new key: 4, reset 0; 13 reset false; 14 reset of 'a' true
+--   15 cost 4 on the fresh key: 0 left, reset 10 s
+--   16 cost 1: refused until 4 * (40 - t) / 7 + 1 <= 4, t = 34.75 s:
+--   retry 4.75 s, reset 10 s
+INSERT INTO steps
+SELECT 'swc', g, '2026-01-01 00:00:00+00', 'limit', 'a', 1 FROM generate_series(1, 5) g
+UNION ALL VALUES
+    ('swc', 6, timestamptz '2026-01-01 00:00:05+00', 'limit', 'a', 1),
+    ('swc', 7, '2026-01-01 00:00:06.75+00', 'limit', 'a', 1),
+    ('swc', 8, '2026-01-01 00:00:12+00', 'limit', 'a', 1),
+    ('swc', 9, '2026-01-01 00:00:30+00', 'limit', 'a', 1),
+    ('swc', 10, '2026-01-01 00:00:30+00', 'peek', 'a', 3),
+    ('swc', 11, '2026-01-01 00:00:30+00', 'limit', 'a', 0),
+    ('swc', 12, '2026-01-01 00:00:30+00', 'limit', 'zero', 0),
+    ('swc', 13, '2026-01-01 00:00:30+00', 'reset', 'zero', NULL),
+    ('swc', 14, '2026-01-01 00:00:30+00', 'reset', 'a', NULL),
+    ('swc', 15, '2026-01-01 00:00:30+00', 'limit', 'a', 4),
+    ('swc', 16, '2026-01-01 00:00:30+00', 'limit', 'a', 1);
+
+CREATE TEMP TABLE results (store text, alg text, step int, allowed boolean, capacity bigint,
+    remaining bigint, retry_after interval, reset_after interval, txn_id bigint, had_state boolean);
+CREATE FUNCTION pg_temp.run_steps(store text) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    s record;
+    r rl_result;
+    zone text;
+BEGIN
+    FOR s IN SELECT * FROM steps ORDER BY alg, step LOOP
+        zone := CASE store WHEN 'table' THEN 't_' ELSE 's_' END || s.alg;
+        PERFORM set_config('ratelimit.now_override', s.at::text, false);
+        IF s.op = 'reset' THEN
+            INSERT INTO results (store, alg, step, had_state)
+            VALUES (store, s.alg, s.step, rl_reset(zone, s.key));
+        ELSE
+            IF s.op = 'limit' THEN
+                SELECT * INTO r FROM rl_limit(zone, s.key, s.cost);
+            ELSE
+                SELECT * INTO r FROM rl_peek(zone, s.key, s.cost);
+            END IF;
+            INSERT INTO results VALUES (store, s.alg, s.step, r.allowed, r.capacity, r.remaining,
+                                        r.retry_after, r.reset_after, r.txn_id, NULL);
+        END IF;
+    END LOOP;
+    RETURN (SELECT count(*) FROM results x WHERE x.store = run_steps.store);
+END $$;
+SELECT pg_temp.run_steps('table') AS table_calls;
+SELECT pg_temp.run_steps('shmem') AS shmem_calls;
+-- Every step on both stores, the same results: no row may differ.
+SELECT alg, step, t.allowed AS t_allowed, s.allowed AS s_allowed, t.remaining AS t_remaining,
+       s.remaining AS s_remaining, t.retry_after AS t_retry, s.retry_after AS s_retry,
+       t.reset_after AS t_reset, s.reset_after AS s_reset, t.had_state AS t_had, s.had_state AS s_had
+FROM (SELECT * FROM results WHERE store = 'table') t
+FULL JOIN (SELECT * FROM results WHERE store = 'shmem') s USING (alg, step)
+WHERE (t.allowed, t.capacity, t.remaining, t.retry_after, t.reset_after, t.txn_id, t.had_state)
+      IS DISTINCT FROM (s.allowed, s.capacity, s.remaining, s.retry_after, s.reset_after, s.txn_id, s.had_state)
+   OR t.step IS NULL OR s.step IS NULL
+ORDER BY alg, step;
+-- The shmem results themselves (had_state: rl_reset's result).
+SELECT r.alg, r.step, to_char(st.at, 'HH24:MI:SS.US') AS at, st.op, pg_temp.show(st.key) AS key,
+       st.cost, r.allowed, r.capacity, r.remaining, r.retry_after, r.reset_after, r.txn_id, r.had_state
+FROM results r JOIN steps st USING (alg, step)
+WHERE r.store = 'shmem'
+ORDER BY CASE r.alg WHEN 'tb' THEN 1 WHEN 'gcra' THEN 2 WHEN 'fw' THEN 3 ELSE 4 END, r.step;
+
+-------------------------------------------------------------------------
+-- 3. rl_token_bucket and rl_gcra: ratelimit.default_store = table, then
+-- shmem, the same calls at the same instants.  The stores are apart: the
+-- shmem run starts with full buckets although the table run emptied the
+-- same keys.
+-------------------------------------------------------------------------
+SELECT name, setting, context FROM pg_settings
+WHERE name IN ('ratelimit.default_store', 'ratelimit.shmem_full_policy', 'ratelimit.shmem_max_keys')
+ORDER BY name;
+CREATE TEMP TABLE adhoc (store text, fn text, step int, at timestamptz, remaining bigint, r rl_result);
+CREATE FUNCTION pg_temp.run_adhoc(store text) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    step int := 0;
+    r rl_result;
+    clock constant timestamptz[] := ARRAY['2026-01-01 08:00:00+00', '2026-01-01 08:00:04+00',
+                                          '2026-01-01 08:00:04.5+00', '2026-01-01 08:00:05.05+00'];
+BEGIN
+    PERFORM set_config('ratelimit.default_store', store, true);
+    -- SPEC 2.1, rate 1, window 10: twelve calls at one instant 9 .. 0, -1,
+    -- -1; 4 s later 3; cost 3 empties it; 100 refused calls at 4.5 s; at
+    -- 5.05 s (1.05 tokens since 4 s) one is admitted (0), the next refused.
+    PERFORM set_config('ratelimit.now_override', clock[1]::text, true);
+    FOR i IN 1 .. 12 LOOP
+        step := step + 1;
+        INSERT INTO adhoc VALUES (store, 'tb', step, clock[1], rl_token_bucket('spec', 1, 10));
+    END LOOP;
+    PERFORM set_config('ratelimit.now_override', clock[2]::text, true);
+    step := step + 1;
+    INSERT INTO adhoc VALUES (store, 'tb', step, clock[2], rl_token_bucket('spec', 1, 10));
+    step := step + 1;
+    INSERT INTO adhoc VALUES (store, 'tb', step, clock[2], rl_token_bucket('spec', 1, 10, 3));
+    PERFORM set_config('ratelimit.now_override', clock[3]::text, true);
+    FOR i IN 1 .. 100 LOOP
+        step := step + 1;
+        INSERT INTO adhoc VALUES (store, 'tb', step, clock[3], rl_token_bucket('spec', 1, 10));
+    END LOOP;
+    PERFORM set_config('ratelimit.now_override', clock[4]::text, true);
+    FOR i IN 1 .. 2 LOOP
+        step := step + 1;
+        INSERT INTO adhoc VALUES (store, 'tb', step, clock[4], rl_token_bucket('spec', 1, 10));
+    END LOOP;
+    step := step + 1;
+    INSERT INTO adhoc VALUES (store, 'tb', step, clock[4], rl_token_bucket('spec', 1, 10, 0));
+
+    -- redis-cell's CL.THROTTLE user123 15 30 60 (section 14 of zones.sql).
+    step := 0;
+    PERFORM set_config('ratelimit.now_override', '2026-01-01 08:00:00+00', true);
+    FOR i IN 1 .. 17 LOOP
+        step := step + 1;
+        SELECT * INTO r FROM rl_gcra('user123', 15, 30, 60, 1);
+        INSERT INTO adhoc VALUES (store, 'gcra', step, '2026-01-01 08:00:00+00', NULL, r);
+    END LOOP;
+    PERFORM set_config('ratelimit.now_override', '2026-01-01 08:00:01.999999+00', true);
+    step := step + 1;
+    SELECT * INTO r FROM rl_gcra('user123', 15, 30, 60);
+    INSERT INTO adhoc VALUES (store, 'gcra', step, '2026-01-01 08:00:01.999999+00', NULL, r);
+    PERFORM set_config('ratelimit.now_override', '2026-01-01 08:00:02+00', true);
+    step := step + 1;
+    SELECT * INTO r FROM rl_gcra('user123', 15, 30, 60);
+    INSERT INTO adhoc VALUES (store, 'gcra', step, '2026-01-01 08:00:02+00', NULL, r);
+    step := step + 1;
+    SELECT * INTO r FROM rl_gcra('half', 0, 1, 0.5);
+    INSERT INTO adhoc VALUES (store, 'gcra', step, '2026-01-01 08:00:02+00', NULL, r);
+    step := step + 1;
+    SELECT * INTO r FROM rl_gcra('half', 0, 1, 0.5, 0);
+    INSERT INTO adhoc VALUES (store, 'gcra', step, '2026-01-01 08:00:02+00', NULL, r);
+    step := step + 1;
+    SELECT * INTO r FROM rl_gcra('half', 0, 1, 0.5);
+    INSERT INTO adhoc VALUES (store, 'gcra', step, '2026-01-01 08:00:02+00', NULL, r);
+    RETURN (SELECT count(*) FROM adhoc a WHERE a.store = run_adhoc.store);
+END $$;
+CREATE TEMP TABLE counters_before AS SELECT * FROM ratelimit.shmem_counters() WHERE zone_id IN (0, -1);
+BEGIN;
+SELECT pg_temp.run_adhoc('table') AS table_calls;
+COMMIT;
+CREATE TEMP TABLE table_rows AS SELECT * FROM ratelimit.state WHERE key IN ('spec', 'user123', 'half');
+SELECT key, zone_id FROM table_rows ORDER BY key;  -- spec under 0, the others under -1
+BEGIN;
+SELECT pg_temp.run_adhoc('shmem') AS shmem_calls;
+COMMIT;
+-- The shmem calls wrote no row and changed none.
+SELECT (SELECT count(*) FROM ratelimit.state WHERE key IN ('spec', 'user123', 'half')) AS rows_now,
+       (SELECT count(*) FROM (SELECT * FROM ratelimit.state WHERE key IN ('spec', 'user123', 'half')
+                              EXCEPT SELECT * FROM table_rows) s) AS changed_rows;
+SHOW ratelimit.default_store;  -- SET LOCAL: back to table
+-- No call differs between the stores.
+SELECT fn, step, t.remaining AS t_remaining, s.remaining AS s_remaining, t.r AS t_result, s.r AS s_result
+FROM (SELECT * FROM adhoc WHERE store = 'table') t
+FULL JOIN (SELECT * FROM adhoc WHERE store = 'shmem') s USING (fn, step)
+WHERE (t.at, t.remaining, t.r) IS DISTINCT FROM (s.at, s.remaining, s.r) OR t.step IS NULL OR s.step IS NULL;
+-- rl_token_bucket on the shmem store, per instant: 9 8 7 6 5 4 3 2 1 0 -1
+-- -1, then 3 0, then 100 times -1, then 0 -1 and cost 0: 0.
+SELECT to_char(at, 'HH24:MI:SS.US') AS at, count(*) AS calls,
+       CASE WHEN count(DISTINCT remaining) = 1 AND count(*) > 2 THEN count(*) || ' x ' || min(remaining)
+            ELSE string_agg(remaining::text, ' ' ORDER BY step) END AS remaining
+FROM adhoc WHERE store = 'shmem' AND fn = 'tb'
+GROUP BY at ORDER BY at;
+-- rl_gcra on the shmem store: 16 admitted (15 .. 0 left, reset 2 .. 32 s),
+-- the 17th refused (retry 2 s); 1 us before 08:00:02 refused (retry 1 us,
+-- reset 30.000001 s); at 08:00:02 admitted (0 left, reset 32 s).  'half'
+-- (max_burst 0, 1 per 0.5 s): capacity 1, 0 left, reset 0.5 s; quantity 0
+-- allowed, 0 left; then refused, retry 0.5 s.
+SELECT step, to_char(at, 'HH24:MI:SS.US') AS at, (r).*
+FROM adhoc WHERE store = 'shmem' AND fn = 'gcra' ORDER BY step;
+
+-------------------------------------------------------------------------
+-- 4. Not transactional: a rolled-back call gives its tokens back on the
+-- table store and not on the shmem store (documented).
+-------------------------------------------------------------------------
+SET ratelimit.now_override = '2026-01-01 00:20:00+00';
+BEGIN;
+SELECT 'table' AS store, * FROM rl_limit('t_tb', 'txn', 5)
+UNION ALL
+SELECT 'shmem', * FROM rl_limit('s_tb', 'txn', 5);  -- both: 15 left, reset 30 s
+ROLLBACK;
+-- Cost 0 after the rollback: table 20 (given back), shmem 15 (still taken,
+-- reset 30 s).
+SELECT 'table' AS store, * FROM rl_limit('t_tb', 'txn', 0)
+UNION ALL
+SELECT 'shmem', * FROM rl_limit('s_tb', 'txn', 0);
+
+-------------------------------------------------------------------------
+-- 5. Read-only transactions: the shmem store writes no row, so its calls
+-- work; the table store and a shmem zone with history (a table) raise
+-- 25006 and take nothing.
+-------------------------------------------------------------------------
+SELECT rl_zone_set('s_hist', 'token_bucket', 2, '1 minute', store => 'shmem', history => true);
+SET ratelimit.now_override = '2026-01-01 00:30:00+00';
+BEGIN READ ONLY;
+SELECT * FROM rl_limit('s_tb', 'ro');  -- 19 left, reset 6 s
+SELECT pg_temp.try($$SELECT rl_limit('t_tb', 'ro')$$) AS table_zone,
+       pg_temp.try($$SELECT rl_limit('s_hist', 'ro')$$) AS shmem_zone_with_history;
+-- Peeks (cost 1) work on either store: t_tb's 'ro' is new (the call above
+-- raised and took nothing): 19 left, reset 6 s; s_tb's has 19: 18 left,
+-- reset 12 s; s_hist still has both tokens: 1 left, reset 30 s.
+SELECT 'table' AS store, * FROM rl_peek('t_tb', 'ro')
+UNION ALL
+SELECT 'shmem', * FROM rl_peek('s_tb', 'ro')
+UNION ALL
+SELECT 'shmem, history', * FROM rl_peek('s_hist', 'ro');
+SET LOCAL ratelimit.default_store = shmem;
+SELECT rl_token_bucket('ro', 1, 10) AS shmem_bucket;  -- 9
+SELECT * FROM rl_gcra('ro', 15, 30, 60);  -- 16, 15 left, reset 2 s
+SET LOCAL ratelimit.default_store = 'table';
+SELECT pg_temp.try($$SELECT rl_token_bucket('ro', 1, 10)$$) AS table_bucket,
+       pg_temp.try($$SELECT (rl_gcra('ro', 15, 30, 60)).allowed$$) AS table_gcra;
+COMMIT;
+-- Outside it, the history zone decides in shared memory and records the
+-- call: 1 left, txn_id is this transaction's.
+BEGIN;
+SELECT allowed, remaining, txn_id = txid_current() AS is_txid_current FROM rl_limit('s_hist', 'ro');
+COMMIT;
+SELECT zone, key, cost, allowed FROM ratelimit.history WHERE zone = 's_hist';
+
+-------------------------------------------------------------------------
+-- 6. The exact sliding window keeps every admission: not in shared memory
+-- (0A000), neither for a new zone nor by altering one; nothing changes.
+-------------------------------------------------------------------------
+SELECT rl_zone_set('t_sw', 'sliding_window', 3, '10 seconds');
+SELECT pg_temp.try($$SELECT rl_zone_set('s_sw', 'sliding_window', 3, '10 seconds', store => 'shmem')$$) AS new_zone,
+       pg_temp.try($$SELECT rl_zone_set('t_sw', 'sliding_window', 3, '10 seconds', store => 'shmem')$$) AS table_to_shmem,
+       pg_temp.try($$SELECT rl_zone_set('s_tb', 'sliding_window', 3, '10 seconds', store => 'shmem')$$) AS shmem_to_sliding;
+SELECT zone, algorithm, store FROM rl_zones WHERE zone IN ('s_sw', 't_sw', 's_tb') ORDER BY zone;
+
+-------------------------------------------------------------------------
+-- 7. Altering a zone without changing algorithm or store keeps its keys'
+-- state on both stores (zones.sql section 12); changing the store starts
+-- every key afresh under a new zone id.
+-------------------------------------------------------------------------
+SET ratelimit.now_override = '2026-01-01 00:40:00+00';
+SELECT count(rl_zone_set(zone, 'token_bucket', 10, '1 minute', store => store)) AS zones_created
+FROM (VALUES ('t_alter', 'table'), ('s_alter', 'shmem')) v(zone, store);
+SELECT zone, (r).remaining
+FROM (SELECT zone, rl_limit(zone, 'k', 8) AS r FROM unnest(ARRAY['t_alter', 's_alter']) zone OFFSET 0) s
+ORDER BY zone;  -- 2 left of 10 on both
+SELECT count(rl_zone_set(zone, 'token_bucket', 20, '1 minute', burst => 20, store => store)) AS zones_altered
+FROM (VALUES ('t_alter', 'table'), ('s_alter', 'shmem')) v(zone, store);
+-- Same instant: the 2 tokens are still there; 1 left of 20, reset 19
+-- tokens at the new rate, 3 s each = 57 s, on both.
+SELECT zone, (r).*
+FROM (SELECT zone, rl_limit(zone, 'k') AS r FROM unnest(ARRAY['t_alter', 's_alter']) zone OFFSET 0) s
+ORDER BY zone;
+
+-- 'mv': table -> shmem -> table.
+SELECT rl_zone_set('mv', 'token_bucket', 10, '1 minute');
+SELECT pg_temp.zone_id('mv') AS mv_table_id \gset
+SELECT * FROM rl_limit('mv', 'k', 8);  -- 2 left, reset 48 s
+SELECT rl_zone_set('mv', 'token_bucket', 10, '1 minute', store => 'shmem');
+SELECT store, pg_temp.zone_id('mv') <> :mv_table_id AS new_zone_id,
+       (SELECT count(*) FROM ratelimit.state WHERE zone_id = :mv_table_id) AS old_table_rows
+FROM rl_zones WHERE zone = 'mv';
+SELECT pg_temp.zone_id('mv') AS mv_shmem_id \gset
+SELECT * FROM rl_limit('mv', 'k', 3);  -- afresh: 7 left, reset 18 s
+SELECT rl_zone_set('mv', 'token_bucket', 10, '1 minute', store => 'table');
+SELECT store, pg_temp.zone_id('mv') NOT IN (:mv_table_id, :mv_shmem_id) AS new_zone_id FROM rl_zones WHERE zone = 'mv';
+SELECT * FROM rl_limit('mv', 'k', 1);  -- afresh again: 9 left, reset 6 s
+
+-------------------------------------------------------------------------
+-- 8. rl_zone_drop removes the zone's keys from shared memory.  In shared
+-- memory a zone's keys are told apart by its zone id alone, so to see that
+-- the entry is gone (and not just unreachable under a new id) the zone is
+-- created again under the same id: the sequence is set back (s_drop is
+-- the last zone created, so nothing else uses the id).
+-------------------------------------------------------------------------
+SET ratelimit.now_override = '2026-01-01 00:50:00+00';
+SELECT rl_zone_set('s_drop', 'fixed_window', 2, '1 hour', store => 'shmem');
+SELECT pg_temp.zone_id('s_drop') AS drop_id \gset
+SELECT pg_temp.zone_id('s_drop') = (SELECT max(zone_id) FROM ratelimit.zone) AS last_zone_created;
+SELECT g, (r).allowed, (r).remaining, (r).retry_after
+FROM (SELECT g, rl_limit('s_drop', 'k') AS r FROM generate_series(1, 3) g OFFSET 0) s;  -- 1, 0, refused (1 h)
+SELECT rl_zone_drop('s_drop');
+SELECT setval('ratelimit.zone_id_seq', :drop_id, false) = :drop_id AS id_given_back;
+SELECT rl_zone_set('s_drop', 'fixed_window', 2, '1 hour', store => 'shmem');
+SELECT pg_temp.zone_id('s_drop') = :drop_id AS same_zone_id;
+SELECT * FROM rl_limit('s_drop', 'k');  -- a fresh window: 1 left, reset 1 h
+SELECT rl_reset('s_drop', 'k') AS had_state, rl_reset('s_drop', 'k') AS again;
+
+-------------------------------------------------------------------------
+-- 9. rl_counters: calls allowed and refused per zone, on both stores
+-- (rl_limit only: peeks, resets and calls that raised an error are not
+-- decisions; the rolled-back calls of section 4 were).  The table and
+-- shmem zone of each algorithm show the same numbers:
+--   tb:   steps 1..21 (20, 1), 22, 23 (refused), 25, 26, 30, 31, 32, 36,
+--         37, 38 (refused), 39 .. 42: 32 allowed, 3 refused; section 4:
+--         2 more (the rolled-back call and cost 0); section 5: s_tb 1
+--         ('ro'), t_tb's raised: t_tb 34 / 3, s_tb 35 / 3
+--   gcra: 1..17 (16, 1), 18, 19, 20 (refused), 22, 23, 26, 29, 30
+--         (refused): 22 / 3
+--   fw:   1..9: 5 allowed (1, 2, 3, 7, 8), 4 refused (4, 5, 6, 9); 11,
+--         12, 15: 8 / 4
+--   swc:  1..5 (4, 1), 6 (refused), 7, 8, 9, 11, 12, 15, 16 (refused):
+--         10 / 3
+--   s_hist 1 / 0 (the read-only call raised); t_alter, s_alter 2 / 0;
+--   mv 1 / 0 under its last id, and under its old ids (dropped zones)
+--   1 / 0 each; s_drop 2 / 1 under its first life and 1 / 0 under its
+--   second, the same id: 3 / 1.
+-- No zone of this file has a key evicted or refused for room.
+-------------------------------------------------------------------------
+SELECT zone, allowed, refused, evicted, "full"
+FROM rl_counters
+WHERE zone ~ '^(t|s)_' OR zone = 'mv'
+ORDER BY substr(zone, 3), zone;
+SELECT CASE zone WHEN format('(dropped zone %s)', :mv_table_id) THEN 'mv (table, first id)'
+                 WHEN format('(dropped zone %s)', :mv_shmem_id) THEN 'mv (shmem, second id)' END AS zone,
+       allowed, refused, evicted, "full"
+FROM rl_counters
+WHERE zone IN (format('(dropped zone %s)', :mv_table_id), format('(dropped zone %s)', :mv_shmem_id))
+ORDER BY 1;
+-- rl_token_bucket and rl_gcra count under pseudo-zones of their own; this
+-- file's share (counted from before section 3):
+--   rl_token_bucket: section 3, per store 12 calls (10, 2), 2 allowed, 100
+--   refused, 1 allowed, 1 refused, cost 0 allowed: 14 / 103, twice = 28 /
+--   206; section 5: 1 allowed on shmem (the table call raised): 29 / 206
+--   rl_gcra: per store 17 (16, 1), 1 refused, 1 allowed, 'half' 2 allowed
+--   and 1 refused: 19 / 3, twice 38 / 6; section 5: 1 allowed: 39 / 6
+SELECT c.zone, c.allowed - coalesce(b.allowed, 0) AS allowed, c.refused - coalesce(b.refused, 0) AS refused,
+       c.evicted - coalesce(b.evicted, 0) AS evicted, c."full" - coalesce(b."full", 0) AS "full"
+FROM rl_counters c
+LEFT JOIN counters_before b ON b.zone_id = CASE c.zone WHEN '(rl_token_bucket)' THEN 0 ELSE -1 END
+WHERE c.zone IN ('(rl_token_bucket)', '(rl_gcra)')
+ORDER BY c.zone;
