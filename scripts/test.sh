@@ -10,6 +10,14 @@
 #   fault       test/fault/          restarts, crash, SIGKILL }
 #   load        test/load/           pgbench on one key: token }
 #                                    bucket, sliding window   }
+#
+# The shmem store's suites (sql/shmem.sql, test/isolation/specs/shmem_*,
+# test/pgtap/shmem.sql, test/fault/shmem.sh, the load test with
+# ratelimit.default_store = shmem) do not depend on the table access path:
+# they run once, before the per-path loop, first thing on the fresh
+# cluster (the shmem store and its counters belong to the server, and
+# sql/shmem.sql counts exactly).  test/fault/shmem.sh starts clusters of
+# its own.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$RL_ROOT"
@@ -62,18 +70,19 @@ run_regress_like() {
 	record "$suite" "$passed" "$failed" "$status"
 }
 
+# run_pgtap LABEL FILE...
 run_pgtap() {
-	local access=$1 log=$RESULTS/pgtap-$access.log db=rl_pgtap status
+	local label=$1 log=$RESULTS/pgtap-$1.log db=rl_pgtap status; shift
 	rl_psql -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db" >/dev/null
 	rl_psql -d $db -c 'CREATE EXTENSION pgtap' -c 'CREATE EXTENSION ratelimit' >/dev/null
-	pg_prove -v -h "$PGHOST" -p "$PGPORT" -U "$PGUSER" -d $db test/pgtap/*.sql >"$log" 2>&1; status=$?
+	pg_prove -v -h "$PGHOST" -p "$PGPORT" -U "$PGUSER" -d $db "$@" >"$log" 2>&1; status=$?
 	local passed failed skipped
 	skipped=$(count '^ *ok [0-9]+ .*# (SKIP|skip)' "$log")
 	passed=$(( $(count '^ *ok [0-9]+' "$log") - skipped ))
 	failed=$(count '^ *not ok [0-9]+' "$log")
-	[ "$skipped" -eq 0 ] || echo "pgTAP ($access): $skipped skipped (not counted as passed)"
+	[ "$skipped" -eq 0 ] || echo "pgTAP ($label): $skipped skipped (not counted as passed)"
 	[ "$status" -eq 0 ] || grep -E '^ *not ok|^#|Failed|Dubious' "$log" | head -60
-	record "pgtap ($access)" "$passed" "$failed" "$status"
+	record "pgtap ($label)" "$passed" "$failed" "$status"
 }
 
 run_tap_script() {
@@ -89,8 +98,25 @@ run_unit
 trap 'rl_cluster_stop' EXIT
 rl_cluster_start test "fsync = off"
 
-ISOLATION_SPECS=$(cd test/isolation/specs && ls *.spec | sed 's/\.spec$//')
 PG_ISOLATION_REGRESS=$("$RL_PG_BIN/pg_config" --pkglibdir)/pgxs/src/test/isolation/pg_isolation_regress
+SHMEM_SPECS=$(cd test/isolation/specs && ls shmem_*.spec | sed 's/\.spec$//')
+ISOLATION_SPECS=$(cd test/isolation/specs && ls *.spec | grep -v '^shmem_' | sed 's/\.spec$//')
+REGRESS_TESTS=$(cd sql && ls *.sql | grep -v -e '^ratelimit--' -e '^shmem\.sql$' | sed 's/\.sql$//' | tr '\n' ' ')
+PGTAP_FILES=$(ls test/pgtap/*.sql | grep -v '/shmem\.sql$')
+
+echo "---- shmem store (once, on the fresh cluster)"
+run_regress_like "pg_regress (shmem)" "$RESULTS/regress-shmem.log" \
+	make -s installcheck PG_CONFIG="$RL_PG_BIN/pg_config" REGRESS=shmem
+# shellcheck disable=SC2086
+run_regress_like "isolation (shmem)" "$RESULTS/isolation-shmem.log" \
+	"$PG_ISOLATION_REGRESS" --inputdir=test/isolation --outputdir="$RESULTS/isolation-shmem" \
+	--load-extension=ratelimit $SHMEM_SPECS
+run_pgtap shmem test/pgtap/shmem.sql
+seen=$(PGOPTIONS="-c ratelimit.default_store=shmem" rl_psql -d postgres -tA -c 'SHOW ratelimit.default_store')
+[ "$seen" = shmem ] || rl_die "ratelimit.default_store is '$seen', expected 'shmem'"
+run_tap_script "load (shmem)" "$RESULTS/load-shmem.log" \
+	env PGOPTIONS="-c ratelimit.default_store=shmem" bash test/load/concurrency.sh 2 3
+run_tap_script "fault (shmem)" "$RESULTS/fault-shmem.log" bash test/fault/shmem.sh
 
 for access in direct spi; do
 	export PGOPTIONS="-c ratelimit.table_access=$access"
@@ -99,12 +125,13 @@ for access in direct spi; do
 	echo "---- access path: $access"
 
 	run_regress_like "pg_regress ($access)" "$RESULTS/regress-$access.log" \
-		make -s installcheck PG_CONFIG="$RL_PG_BIN/pg_config"
+		make -s installcheck PG_CONFIG="$RL_PG_BIN/pg_config" REGRESS="$REGRESS_TESTS"
 	# shellcheck disable=SC2086
 	run_regress_like "isolation ($access)" "$RESULTS/isolation-$access.log" \
 		"$PG_ISOLATION_REGRESS" --inputdir=test/isolation --outputdir="$RESULTS/isolation-$access" \
 		--load-extension=ratelimit $ISOLATION_SPECS
-	run_pgtap "$access"
+	# shellcheck disable=SC2086
+	run_pgtap "$access" $PGTAP_FILES
 	run_tap_script "load ($access)" "$RESULTS/load-$access.log" bash test/load/concurrency.sh 2 3
 	run_tap_script "load, sliding window ($access)" "$RESULTS/load-sw-$access.log" \
 		bash test/load/sliding_window.sh 2 3

@@ -7,7 +7,10 @@
 #   admitted >= capacity + rate * (start of last refused call - first end) - 1
 # (a refused call proves the bucket held under one token at that moment).
 # Usage: concurrency.sh [CLIENTS] [SECONDS]; uses PGHOST/PGPORT from
-# scripts/lib.sh and the path chosen by PGOPTIONS.
+# scripts/lib.sh and the path chosen by PGOPTIONS (or the shmem store:
+# PGOPTIONS="-c ratelimit.default_store=shmem").  The key is new on every
+# run: shmem state outlives the test database, and the bounds need a key
+# that starts full.
 set -uo pipefail
 source "$(dirname "$0")/../../scripts/lib.sh"
 clients=${1:-2}
@@ -15,6 +18,7 @@ seconds=${2:-3}
 rate=200
 window=1
 db=rl_load
+key="hot-$$-$(date +%s%N)"
 
 rl_psql -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db" >/dev/null 2>&1
 rl_psql -d $db >/dev/null <<SQL
@@ -23,11 +27,11 @@ CREATE UNLOGGED TABLE calls (started timestamptz, finished timestamptz, allowed 
 CREATE FUNCTION logged_call() RETURNS void LANGUAGE plpgsql AS \$\$
 DECLARE
     started timestamptz := clock_timestamp();
-    remaining bigint := rl_token_bucket('hot', $rate, $window);
+    remaining bigint := rl_token_bucket('$key', $rate, $window);
 BEGIN
     INSERT INTO calls VALUES (started, clock_timestamp(), remaining >= 0);
 END \$\$;
-SELECT rl_token_bucket('hot', $rate, $window, 0);
+SELECT rl_token_bucket('$key', $rate, $window, 0);
 SQL
 
 script=$(mktemp)
@@ -51,15 +55,26 @@ SELECT admitted, refused,
 FROM agg;
 SQL
 )
+# Where the bucket was kept: one row of ratelimit.state, or none in shmem.
+read -r store rows <<<"$(rl_psql -d $db -tA -F ' ' \
+	-c "SELECT current_setting('ratelimit.default_store'), count(*) FROM ratelimit.state WHERE key = '$key'")"
 rl_psql -d postgres -c "DROP DATABASE $db" >/dev/null 2>&1
 read -r admitted refused upper lower <<<"$result"
-echo "# $clients clients, ${seconds}s, rate $rate/s, capacity $((rate * window)): admitted $admitted, refused $refused, bounds [$lower, $upper]"
+echo "# $clients clients, ${seconds}s, rate $rate/s, capacity $((rate * window)), $store store: admitted $admitted, refused $refused, bounds [$lower, $upper]"
+if [ "$rows" = "$([ "$store" = shmem ] && echo 0 || echo 1)" ]; then
+	echo "ok - the bucket was kept in the $store store ($rows row in ratelimit.state)"
+	kept=1
+else
+	echo "not ok - store $store, but $rows rows in ratelimit.state"
+	kept=0
+fi
 ok=1
 [ "$status" -eq 0 ] || { echo "not ok - pgbench failed ($status)"; ok=0; }
 if [ "$ok" -eq 1 ] && [ "$refused" -gt 0 ] \
 	&& awk -v a="$admitted" -v u="$upper" -v l="$lower" 'BEGIN { exit !(a <= u && a >= l) }'; then
 	echo "ok - admitted within capacity + rate * elapsed, at most one token below"
-	exit 0
+	[ "$kept" -eq 1 ]
+	exit
 fi
 echo "not ok - admitted $admitted outside [$lower, $upper] (refused $refused)"
 exit 1
