@@ -83,7 +83,8 @@ TEST(CounterIdle, IdleStateDecidesAsANewKey)
 				int64_t t = later;
 				for (int call = 0; call < 5; call++)
 				{
-					const int64_t cost = Uniform(rng, 0, limit.capacity);
+					// The whole allowance first: what tells a full key from a new one.
+					const int64_t cost = call == 0 ? limit.capacity : Uniform(rng, 0, limit.capacity);
 					RlCounterState a{};
 					RlCounterState b{};
 					const RlDecision da = rl_counter_take(&limit, &with_state, t, cost, &a);
