@@ -49,14 +49,15 @@ PG_FUNCTION_INFO_V1(rl_shmem_counters);
 #define RL_SHMEM_ZONE_SLOTS 1024
 #define RL_SHMEM_FILE "pg_stat/ratelimit_shmem.state"
 #define RL_SHMEM_FILE_MAGIC 0x524C5348	/* "RLSH" */
-#define RL_SHMEM_FILE_VERSION 1
+#define RL_SHMEM_FILE_VERSION 2
 
 int			rl_shmem_max_keys = 100000;
 int			rl_shmem_full_policy = RL_SHMEM_FULL_ALLOW;
 
 typedef struct ShmemEntry
 {
-	uint64		hash;			/* of zone and key; 0: a free entry */
+	uint64		hash;			/* of database, zone and key; 0: a free entry */
+	Oid			dbid;			/* zones and keys are per database */
 	int32		zone_id;
 	uint16		key_len;		/* the key's length in bytes */
 	bool		key_hashed;		/* key holds a 128-bit hash, not the key */
@@ -73,7 +74,8 @@ typedef struct ShmemSet
 
 typedef struct ZoneCounters
 {
-	pg_atomic_uint32 tag;		/* zone_id + 2 (0: free; ad-hoc ids are 0 and -1) */
+	/* database << 32 | (zone_id + 2): 0 is free (ad-hoc zone ids are 0 and -1) */
+	pg_atomic_uint64 tag;
 	pg_atomic_uint64 allowed;
 	pg_atomic_uint64 refused;
 	pg_atomic_uint64 evicted;
@@ -121,6 +123,7 @@ RlShmemBytesPerKey(void)
 typedef struct ShmemKey
 {
 	uint64		hash;
+	Oid			dbid;
 	int32		zone_id;
 	uint16		key_len;
 	bool		key_hashed;
@@ -132,10 +135,12 @@ MakeShmemKey(const RlStateKey *key, ShmemKey *out)
 {
 	const unsigned char *bytes = (const unsigned char *) VARDATA_ANY(key->key);
 	int			len = VARSIZE_ANY_EXHDR(key->key);
-	uint64		hash = hash_bytes_extended(bytes, len, (uint64) (uint32) key->zone_id);
+	uint64		hash = hash_bytes_extended(bytes, len,
+										   ((uint64) MyDatabaseId << 32) | (uint32) key->zone_id);
 
 	memset(out, 0, sizeof(*out));
 	out->hash = hash != 0 ? hash : 1;	/* 0 marks a free entry */
+	out->dbid = MyDatabaseId;
 	out->zone_id = key->zone_id;
 	out->key_len = (uint16) len;
 	if (len <= RL_SHMEM_INLINE_KEY)
@@ -154,7 +159,7 @@ MakeShmemKey(const RlStateKey *key, ShmemKey *out)
 static bool
 EntryMatches(const ShmemEntry *entry, const ShmemKey *key)
 {
-	return entry->hash == key->hash && entry->zone_id == key->zone_id &&
+	return entry->hash == key->hash && entry->dbid == key->dbid && entry->zone_id == key->zone_id &&
 		entry->key_len == key->key_len && entry->key_hashed == key->key_hashed &&
 		memcmp(entry->key, key->key, key->key_hashed ? 16 : key->key_len) == 0;
 }
@@ -168,24 +173,30 @@ SetOf(uint64 hash)
 
 /* ---- per-zone counters ---- */
 
-static ZoneCounters *
-CountersOf(int32 zone_id)
+static uint64
+CounterTag(Oid dbid, int32 zone_id)
 {
-	uint32		tag = (uint32) (zone_id + 2);
-	uint32		start = murmurhash32(tag) % RL_SHMEM_ZONE_SLOTS;
+	return ((uint64) dbid << 32) | (uint32) (zone_id + 2);
+}
+
+static ZoneCounters *
+CountersOf(Oid dbid, int32 zone_id)
+{
+	uint64		tag = CounterTag(dbid, zone_id);
+	uint32		start = (uint32) (hash_bytes_uint32((uint32) zone_id) ^ dbid) % RL_SHMEM_ZONE_SLOTS;
 
 	for (uint32 probe = 0; probe < RL_SHMEM_ZONE_SLOTS; probe++)
 	{
 		ZoneCounters *slot = &shmem->zones[(start + probe) % RL_SHMEM_ZONE_SLOTS];
-		uint32		seen = pg_atomic_read_u32(&slot->tag);
+		uint64		seen = pg_atomic_read_u64(&slot->tag);
 
 		if (seen == tag)
 			return slot;
 		if (seen == 0)
 		{
-			uint32		expected = 0;
+			uint64		expected = 0;
 
-			if (pg_atomic_compare_exchange_u32(&slot->tag, &expected, tag) || expected == tag)
+			if (pg_atomic_compare_exchange_u64(&slot->tag, &expected, tag) || expected == tag)
 				return slot;
 		}
 	}
@@ -199,15 +210,15 @@ RlShmemCount(int32 zone_id, bool allowed)
 
 	if (shmem == NULL)
 		return;
-	counters = CountersOf(zone_id);
+	counters = CountersOf(MyDatabaseId, zone_id);
 	if (counters != NULL)
 		pg_atomic_fetch_add_u64(allowed ? &counters->allowed : &counters->refused, 1);
 }
 
 static void
-CountEvent(int32 zone_id, pg_atomic_uint64 *(*field) (ZoneCounters *))
+CountEvent(Oid dbid, int32 zone_id, pg_atomic_uint64 *(*field) (ZoneCounters *))
 {
-	ZoneCounters *counters = CountersOf(zone_id);
+	ZoneCounters *counters = CountersOf(dbid, zone_id);
 
 	if (counters != NULL)
 		pg_atomic_fetch_add_u64(field(counters), 1);
@@ -267,6 +278,7 @@ static void
 FillEntry(ShmemEntry *entry, const ShmemKey *key, const RlShmemLimit *limit, const RlStateRow *row)
 {
 	entry->hash = key->hash;
+	entry->dbid = key->dbid;
 	entry->zone_id = key->zone_id;
 	entry->key_len = key->key_len;
 	entry->key_hashed = key->key_hashed;
@@ -287,7 +299,7 @@ ClaimEntry(ShmemSet *set, TimestampTz now)
 	{
 		if (EntryIdle(&set->entries[i], now))
 		{
-			CountEvent(set->entries[i].zone_id, EvictedField);
+			CountEvent(set->entries[i].dbid, set->entries[i].zone_id, EvictedField);
 			return &set->entries[i];
 		}
 	}
@@ -337,7 +349,7 @@ RlShmemUpdate(const RlStateKey *key, const RlShmemLimit *limit, TimestampTz now,
 			FillEntry(entry, &skey, limit, &next);
 		else
 		{
-			CountEvent(key->zone_id, FullField);
+			CountEvent(MyDatabaseId, key->zone_id, FullField);
 			outcome = RL_SHMEM_FULL;
 		}
 	}
@@ -383,7 +395,8 @@ RlShmemRemoveZone(int32 zone_id)
 		LWLockAcquire(&set->lock, LW_EXCLUSIVE);
 		for (int i = 0; i < RL_SHMEM_WAYS; i++)
 		{
-			if (set->entries[i].hash != 0 && set->entries[i].zone_id == zone_id)
+			if (set->entries[i].hash != 0 && set->entries[i].dbid == MyDatabaseId &&
+				set->entries[i].zone_id == zone_id)
 			{
 				memset(&set->entries[i], 0, sizeof(ShmemEntry));
 				removed++;
@@ -393,6 +406,31 @@ RlShmemRemoveZone(int32 zone_id)
 		CHECK_FOR_INTERRUPTS();
 	}
 	return removed;
+}
+
+void
+RlShmemRelimitZone(int32 zone_id, const RlZoneLimit *limit)
+{
+	if (shmem == NULL)
+		return;
+	for (uint32 s = 0; s < shmem->nsets; s++)
+	{
+		ShmemSet   *set = &shmem->sets[s];
+
+		LWLockAcquire(&set->lock, LW_EXCLUSIVE);
+		for (int i = 0; i < RL_SHMEM_WAYS; i++)
+		{
+			ShmemEntry *entry = &set->entries[i];
+
+			if (entry->hash != 0 && entry->dbid == MyDatabaseId && entry->zone_id == zone_id)
+			{
+				entry->limit.is_bucket = false;
+				entry->limit.zone = *limit;
+			}
+		}
+		LWLockRelease(&set->lock);
+		CHECK_FOR_INTERRUPTS();
+	}
 }
 
 /* ---- counters view: rl_shmem_counters() ---- */
@@ -408,13 +446,14 @@ rl_shmem_counters(PG_FUNCTION_ARGS)
 	for (int i = 0; i < RL_SHMEM_ZONE_SLOTS; i++)
 	{
 		ZoneCounters *c = &shmem->zones[i];
-		uint32		tag = pg_atomic_read_u32(&c->tag);
+		uint64		tag = pg_atomic_read_u64(&c->tag);
 		Datum		values[5];
 		bool		nulls[5] = {false, false, false, false, false};
 
-		if (tag == 0)
+		/* This database's zones only: zone ids are per database. */
+		if (tag == 0 || (Oid) (tag >> 32) != MyDatabaseId)
 			continue;
-		values[0] = Int32GetDatum((int32) tag - 2);
+		values[0] = Int32GetDatum((int32) (uint32) tag - 2);
 		values[1] = Int64GetDatum((int64) pg_atomic_read_u64(&c->allowed));
 		values[2] = Int64GetDatum((int64) pg_atomic_read_u64(&c->refused));
 		values[3] = Int64GetDatum((int64) pg_atomic_read_u64(&c->evicted));
@@ -572,7 +611,7 @@ ShmemStartup(void)
 			LWLockInitialize(&shmem->sets[s].lock, shmem->tranche_id);
 		for (int i = 0; i < RL_SHMEM_ZONE_SLOTS; i++)
 		{
-			pg_atomic_init_u32(&shmem->zones[i].tag, 0);
+			pg_atomic_init_u64(&shmem->zones[i].tag, 0);
 			pg_atomic_init_u64(&shmem->zones[i].allowed, 0);
 			pg_atomic_init_u64(&shmem->zones[i].refused, 0);
 			pg_atomic_init_u64(&shmem->zones[i].evicted, 0);
@@ -594,14 +633,6 @@ ShmemStartup(void)
 void
 RlShmemInit(void)
 {
-	DefineCustomIntVariable("ratelimit.shmem_max_keys",
-							"Number of keys the shmem store holds.",
-							"Needs ratelimit in shared_preload_libraries; each key takes "
-							"about 150 bytes of shared memory.",
-							&rl_shmem_max_keys,
-							100000, 64, 100000000,
-							PGC_POSTMASTER, 0, NULL, NULL, NULL);
-
 	DefineCustomEnumVariable("ratelimit.shmem_full_policy",
 							 "What a call on a new key does when the shmem store has no room.",
 							 "allow: decide as for a new key without keeping state; "
@@ -611,8 +642,18 @@ RlShmemInit(void)
 							 full_policy_options,
 							 PGC_SUSET, 0, NULL, NULL, NULL);
 
+	/* A server-start setting can only be defined while preloading. */
 	if (!process_shared_preload_libraries_in_progress)
 		return;
+
+	DefineCustomIntVariable("ratelimit.shmem_max_keys",
+							"Number of keys the shmem store holds.",
+							"Needs ratelimit in shared_preload_libraries; each key takes "
+							"about 150 bytes of shared memory.",
+							&rl_shmem_max_keys,
+							100000, 64, 100000000,
+							PGC_POSTMASTER, 0, NULL, NULL, NULL);
+
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = ShmemRequest;
 	prev_shmem_startup_hook = shmem_startup_hook;

@@ -45,6 +45,12 @@ extern bool RlShmemRemove(const RlStateKey *key);
 /* Forgets every key of a zone; returns how many. */
 extern int64 RlShmemRemoveZone(int32 zone_id);
 
+/*
+ * A zone's limit changed: its entries are judged idle under the new one
+ * from now on (a key full under a smaller burst is not idle under a larger).
+ */
+extern void RlShmemRelimitZone(int32 zone_id, const RlZoneLimit *limit);
+
 /* Counts a decision of a zone (when preloaded). */
 extern void RlShmemCount(int32 zone_id, bool allowed);
 

@@ -11,6 +11,7 @@
  */
 #include "ratelimit.h"
 
+#include "access/htup_details.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type_d.h"
 #include "commands/trigger.h"
@@ -192,6 +193,37 @@ rl_check_zone(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
+static Datum
+ColumnOf(TriggerData *trigdata, const char *name, bool *isnull)
+{
+	TupleDesc	desc = RelationGetDescr(trigdata->tg_relation);
+	int			attnum = SPI_fnumber(desc, name);
+
+	if (attnum <= 0)
+		elog(ERROR, "ratelimit.zone has no column \"%s\"", name);
+	return heap_getattr(trigdata->tg_newtuple, attnum, desc, isnull);
+}
+
+/* An altered shmem zone: its entries are judged idle under the new limit. */
+static void
+RelimitShmemEntries(TriggerData *trigdata)
+{
+	bool		isnull;
+	bool		burst_null;
+	Datum		store = ColumnOf(trigdata, "store", &isnull);
+	Datum		burst;
+	RlZoneLimit limit;
+
+	if (isnull || strcmp(TextDatumGetCString(store), "shmem") != 0 || !RlShmemAvailable())
+		return;
+	burst = ColumnOf(trigdata, "burst", &burst_null);
+	CheckZoneDefinition(TextDatumGetCString(ColumnOf(trigdata, "algorithm", &isnull)), false,
+						DatumGetInt64(ColumnOf(trigdata, "rate", &isnull)),
+						DatumGetIntervalP(ColumnOf(trigdata, "period", &isnull)),
+						burst_null, burst_null ? 0 : DatumGetInt64(burst), "shmem", &limit);
+	RlShmemRelimitZone(DatumGetInt32(ColumnOf(trigdata, "zone_id", &isnull)), &limit);
+}
+
 /* Trigger on ratelimit.zone: every backend drops its zone cache at commit. */
 Datum
 rl_zone_changed(PG_FUNCTION_ARGS)
@@ -203,6 +235,8 @@ rl_zone_changed(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("ratelimit.zone_changed() must be called as a trigger")));
 	CacheInvalidateRelcacheByRelid(RelationGetRelid(trigdata->tg_relation));
+	if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) && TRIGGER_FIRED_FOR_ROW(trigdata->tg_event))
+		RelimitShmemEntries(trigdata);
 	return PointerGetDatum(NULL);
 }
 
