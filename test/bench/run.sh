@@ -1,32 +1,52 @@
 #!/usr/bin/env bash
 # Benchmark of rl_token_bucket against hand-written token buckets (SPEC §5),
-# and of the zones (SPEC §2.2) against each other and against a log table.
+# of the zones (SPEC §2.2) against each other and against a log table, and
+# of the shmem store (SPEC §2.4) against the table store, SELECT 1 and a
+# hashtext loop.
 #
 #   bash test/bench/run.sh
 #
 # Starts a throwaway cluster (.cluster/bench), measures in one run:
 #   1. in-backend calls/s:  SELECT count(f(...)) FROM generate_series(1, N) i
-#      over 10k existing keys, each key once per statement;
-#   2. pgbench -M prepared -n, 1 and 2 clients, random key among 10k;
-#   3. hot key: 100k calls on one key vs 100k calls over 10k keys;
-#   4. zones: rl_limit in-backend calls/s of each algorithm, same shape as 1
-#      and measured in the same interleaved repetitions as 1;
+#      over 10k existing keys, each key once per statement, on the table
+#      store (both access paths) and the shmem store, against the hand-written
+#      buckets and a hashtext(i::text) loop;
+#   2. pgbench -M prepared -n, 1 and 2 clients, random key among 10k, both
+#      stores, the hand-written buckets and SELECT 1;
+#   3. hot key: 100k calls on one key vs 100k calls over 10k keys, both stores;
+#   4. zones: rl_limit in-backend calls/s of each algorithm on both stores,
+#      same shape as 1 and measured in the same interleaved repetitions as 1;
 #   5. exact sliding window: rl_sliding_window vs a PL/pgSQL log table
 #      (UNLOGGED (key, at), index on (key, at)) at limits 10 .. 10,000, each
 #      measured key holding 0.9 x limit admissions in a 1-hour window;
 #   6. state bytes per key, measured in ratelimit.state (emptied before each
 #      measurement): every algorithm after one call, and the exact sliding
 #      window with a full window at limits 10 .. 10,000;
+#   7. the shmem store's shared memory (pg_shmem_allocations) per key of
+#      ratelimit.shmem_max_keys, and how many keys it kept before a new key
+#      first found no room (keys that do not recover, offered one by one);
 # prints a Markdown report and writes it to test/bench/RESULTS.md.
+#
+# The shmem store is not transactional and keeps its state across
+# statements: every measured call is admitted (rates far above the calls
+# made) and every measured key exists before it is measured (warm-up); the
+# shared-memory counters (rl_counters) check that no call of the measured
+# phases was refused and that the shmem store evicted no key and never ran
+# out of room during them.
 #
 # Environment:
 #   BENCH_SECONDS  pgbench time of each variant and client count, seconds
-#                  (default 10), split into BENCH_PGBENCH_ROUNDS interleaved
-#                  runs (default 5: -T 2 each)
+#                  (default 20), split into BENCH_PGBENCH_ROUNDS interleaved
+#                  runs (default 10: -T 2 each; more, shorter runs spread
+#                  bursts of other work on the machine over every variant)
 #   BENCH_REPS     in-backend repetitions of each variant, sections 1, 4
 #                  and 5 (default 11)
 #   BENCH_HOT_REPS hot-key repetitions of each variant (default 5)
 #   BENCH_ZONES=0  skip sections 4, 5 and 6 (default 1)
+#   BENCH_SHMEM_KEYS  ratelimit.shmem_max_keys of the cluster (default
+#                  500000): room for the ~50k measured keys without a full
+#                  8-entry set (at the default 100000, 50 % full, some sets
+#                  overflow and keys are evicted while measured)
 #   BENCH_SW_ROWS  section 5: admissions pre-filled at the largest limit in
 #                  each of the two approaches (default 2000000); sets the
 #                  keys per statement at every limit (at most 1000)
@@ -38,25 +58,26 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=../../scripts/lib.sh disable=SC1091
 . "$HERE/../../scripts/lib.sh"
 
-BENCH_SECONDS=${BENCH_SECONDS:-10}
-BENCH_PGBENCH_ROUNDS=${BENCH_PGBENCH_ROUNDS:-5}
+BENCH_SECONDS=${BENCH_SECONDS:-20}
+BENCH_PGBENCH_ROUNDS=${BENCH_PGBENCH_ROUNDS:-10}
 BENCH_REPS=${BENCH_REPS:-11}
 BENCH_HOT_REPS=${BENCH_HOT_REPS:-5}
 BENCH_ZONES=${BENCH_ZONES:-1}
 BENCH_SW_ROWS=${BENCH_SW_ROWS:-2000000}
 BENCH_BUILD=${BENCH_BUILD:-1}
+BENCH_SHMEM_KEYS=${BENCH_SHMEM_KEYS:-500000}
 
-for v in BENCH_SECONDS BENCH_PGBENCH_ROUNDS BENCH_REPS BENCH_HOT_REPS BENCH_SW_ROWS; do
+for v in BENCH_SECONDS BENCH_PGBENCH_ROUNDS BENCH_REPS BENCH_HOT_REPS BENCH_SW_ROWS BENCH_SHMEM_KEYS; do
 	[[ ${!v} =~ ^[1-9][0-9]*$ ]] || rl_die "$v must be a positive integer (got '${!v}')"
 done
 [[ $BENCH_ZONES =~ ^[01]$ ]] || rl_die "BENCH_ZONES must be 0 or 1 (got '$BENCH_ZONES')"
 
 # The exact command, with the settings that change what it measures.
 COMMAND="bash test/bench/run.sh"
-for v in BENCH_BUILD BENCH_SW_ROWS BENCH_ZONES BENCH_HOT_REPS BENCH_REPS BENCH_PGBENCH_ROUNDS BENCH_SECONDS; do
+for v in BENCH_BUILD BENCH_SHMEM_KEYS BENCH_SW_ROWS BENCH_ZONES BENCH_HOT_REPS BENCH_REPS BENCH_PGBENCH_ROUNDS BENCH_SECONDS; do
 	if printenv "$v" >/dev/null; then COMMAND="$v=${!v} $COMMAND"; fi
 done
-[ $# -eq 0 ] || rl_die "usage: [BENCH_SECONDS=10 ...] bash test/bench/run.sh (no arguments)"
+[ $# -eq 0 ] || rl_die "usage: [BENCH_SECONDS=20 ...] bash test/bench/run.sh (no arguments)"
 
 # pgbench: ROUNDS interleaved runs of -T RUN_SECONDS (at least one second).
 PGB_ROUNDS=$(( BENCH_PGBENCH_ROUNDS < BENCH_SECONDS ? BENCH_PGBENCH_ROUNDS : BENCH_SECONDS ))
@@ -68,6 +89,7 @@ RATE=1000000        # tokens/s: every call is admitted, so every call writes
 WINDOW=60
 # Zones (sections 4 to 6).
 ZONE_ALGOS=(token_bucket gcra fixed_window sliding_window_counter sliding_window)
+SHMEM_ZONE_ALGOS=(token_bucket gcra fixed_window sliding_window_counter)  # sliding_window: table store only
 ZONE_RATE=1000000   # per ZONE_PERIOD: every call of section 4 is admitted
 ZONE_PERIOD='1 second'
 SW_LIMITS=(10 100 1000 10000)
@@ -105,10 +127,11 @@ fi
 
 rm -rf "$OUT"
 mkdir -p "$OUT"
+START_SECONDS=$SECONDS
 # Other work on the machine skews every figure: recorded in the report.
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 
-rl_cluster_start bench "shared_buffers = '256MB'"
+rl_cluster_start bench "shared_buffers = '256MB'" "ratelimit.shmem_max_keys = $BENCH_SHMEM_KEYS"
 
 psql_q() { rl_psql -d postgres "$@"; }
 psql_at() { rl_psql -d postgres -At "$@"; }
@@ -227,10 +250,26 @@ CREATE TABLE bench.pgbench (
     xacts    bigint NOT NULL
 );
 
+-- rl_counters (shared memory, both stores) before the measured phases.
+CREATE TABLE bench.counters_before AS SELECT * FROM rl_counters WITH NO DATA;
+
+-- Section 7.
+CREATE TABLE bench.shmem (
+    max_keys        bigint NOT NULL,   -- ratelimit.shmem_max_keys
+    alloc_size      bigint NOT NULL,   -- sum(size) of pg_shmem_allocations 'ratelimit%'
+    alloc_allocated bigint NOT NULL,   -- sum(allocated_size)
+    first_full      bigint,            -- fill keys kept when a new one first found no room
+    offered         bigint,            -- fill keys offered in all
+    full_calls      bigint             -- of those, calls that found no room
+);
+
 -- Times one statement returning count(...) inside the server, commit
 -- included (rl_token_bucket writes back repeated keys before commit).
+-- p_store: ratelimit.default_store for the statement (rl_token_bucket's
+-- store; zones name their own), 'table' when NULL.
 CREATE PROCEDURE bench.measure(
-    p_phase text, p_variant text, p_rep int, p_access text, p_calls int, p_sql text)
+    p_phase text, p_variant text, p_rep int, p_access text, p_calls int, p_sql text,
+    p_store text DEFAULT NULL)
 LANGUAGE plpgsql AS \$fn\$
 DECLARE
     t0 timestamptz;
@@ -240,6 +279,7 @@ BEGIN
     IF p_access IS NOT NULL THEN
         PERFORM set_config('ratelimit.table_access', p_access, false);
     END IF;
+    PERFORM set_config('ratelimit.default_store', coalesce(p_store, 'table'), false);
     COMMIT;
     t0 := clock_timestamp();
     EXECUTE p_sql INTO n;
@@ -263,14 +303,15 @@ SQL
 # one 1.1 s later is admitted (refused calls take nothing and do not disturb
 # the refill).  Every variant must pass, so that no baseline is cheating.
 rl_log "checking that every variant implements SPEC 2.1"
-for v in direct spi plpgsql upsert; do
+for v in direct spi shmem plpgsql upsert; do
 	case $v in
-		direct|spi) f=rl_token_bucket ;;
+		direct|spi|shmem) f=rl_token_bucket ;;
 		plpgsql) f=bench.plpgsql_bucket ;;
 		upsert) f=bench.upsert_bucket ;;
 	esac
 	got=$(psql_at <<SQL | paste -sd' '
 SET ratelimit.table_access = $([ "$v" = spi ] && echo spi || echo direct);
+SET ratelimit.default_store = '$([ "$v" = shmem ] && echo shmem || echo table)';
 SELECT string_agg(r::text, ',' ORDER BY i) FROM (
     SELECT i, $f('sanity-$v', 1, 5, 1) AS r FROM generate_series(1, 6) i) s;
 $(for _ in 1 2 3 4; do echo "SELECT $f('sanity-$v', 1, 5, 1) FROM pg_sleep(0.2);"; done)
@@ -296,6 +337,9 @@ if [ "$BENCH_ZONES" = 1 ]; then
 	psql_q <<SQL
 $(for a in "${ZONE_ALGOS[@]}"; do
 	echo "SELECT rl_zone_set('bench_$a', '$a', $ZONE_RATE, interval '$ZONE_PERIOD');"
+done)
+$(for a in "${SHMEM_ZONE_ALGOS[@]}"; do
+	echo "SELECT rl_zone_set('bench_shmem_$a', '$a', $ZONE_RATE, interval '$ZONE_PERIOD', store => 'shmem');"
 done)
 $(for l in "${SW_LIMITS[@]}"; do
 	echo "SELECT rl_zone_set('sw_$l', 'sliding_window', $l, interval '$SW_PERIOD');"
@@ -374,42 +418,59 @@ fi
 
 # ------------------------------------------------------------ in-backend --
 
-INB_VARIANTS=(direct spi plpgsql upsert)
+# shmem: rl_token_bucket with ratelimit.default_store = shmem (set by
+# bench.measure); hashtext and hashtext_k: the SPEC's trivial loop and the
+# same over the keys as the calls build them, no bucket at all.
+INB_VARIANTS=(direct spi shmem plpgsql upsert hashtext hashtext_k)
 ZONE_VARIANTS=()
+SHMEM_ZONE_VARIANTS=()
 [ "$BENCH_ZONES" = 0 ] || ZONE_VARIANTS=("${ZONE_ALGOS[@]}")
-inb_access() { case $1 in direct|spi) echo "'$1'" ;; *) echo NULL ;; esac; }
-inb_fn() {
+[ "$BENCH_ZONES" = 0 ] || SHMEM_ZONE_VARIANTS=("${SHMEM_ZONE_ALGOS[@]}")
+inb_access() { case $1 in direct|spi) echo "'$1'" ;; shmem) echo "'direct'" ;; *) echo NULL ;; esac; }
+inb_store() { case $1 in shmem) echo "'shmem'" ;; *) echo "'table'" ;; esac; }
+inb_sql() {
 	case $1 in
-		direct|spi) echo rl_token_bucket ;;
-		plpgsql) echo bench.plpgsql_bucket ;;
-		upsert) echo bench.upsert_bucket ;;
+		direct|spi|shmem) echo "SELECT count(rl_token_bucket('k' || i, $RATE, $WINDOW, 1)) FROM generate_series(1, $KEYS) i" ;;
+		plpgsql) echo "SELECT count(bench.plpgsql_bucket('k' || i, $RATE, $WINDOW, 1)) FROM generate_series(1, $KEYS) i" ;;
+		upsert) echo "SELECT count(bench.upsert_bucket('k' || i, $RATE, $WINDOW, 1)) FROM generate_series(1, $KEYS) i" ;;
+		hashtext) echo "SELECT count(hashtext(i::text)) FROM generate_series(1, $KEYS) i" ;;
+		hashtext_k) echo "SELECT count(hashtext('k' || i)) FROM generate_series(1, $KEYS) i" ;;
 	esac
 }
 
-rl_log "in-backend: $KEYS keys x $(( ${#INB_VARIANTS[@]} + ${#ZONE_VARIANTS[@]} )) variants x $BENCH_REPS reps, then hot key x $BENCH_HOT_REPS reps"
+# The shared-memory counters before anything is measured: no call of the
+# measured phases may be refused, and the shmem store may neither evict nor
+# run out of room (checked after pgbench).
+psql_q -c "INSERT INTO bench.counters_before SELECT * FROM rl_counters"
+
+rl_log "in-backend: $KEYS keys x $(( ${#INB_VARIANTS[@]} + ${#ZONE_VARIANTS[@]} + ${#SHMEM_ZONE_VARIANTS[@]} )) variants x $BENCH_REPS reps, then hot key x $BENCH_HOT_REPS reps"
 {
 	echo "SET client_min_messages = warning;"
 	# Pre-warm: create the keys ('k0' .. 'k$KEYS', plus the hot key), 1000
 	# per transaction (builds before 3184fbe held a lock per created key until
-	# commit, which filled the lock table).
+	# commit, which filled the lock table); on the shmem store too.
 	echo "SET ratelimit.table_access = direct;"
-	for f in rl_token_bucket bench.plpgsql_bucket bench.upsert_bucket; do
+	for f in rl_token_bucket shmem bench.plpgsql_bucket bench.upsert_bucket; do
+		if [ "$f" = shmem ]; then f=rl_token_bucket; echo "SET ratelimit.default_store = shmem;"; fi
 		for ((lo = 0; lo <= KEYS; lo += 1000)); do
 			echo "SELECT count($f('k' || i, $RATE, $WINDOW, 1)) FROM generate_series($lo, least($lo + 999, $KEYS)) i;"
 		done
 		echo "SELECT $f('hot', $RATE, $WINDOW, 1);"
+		echo "SET ratelimit.default_store = 'table';"
 	done
 	for a in "${ZONE_VARIANTS[@]}"; do
 		for ((lo = 0; lo <= KEYS; lo += 1000)); do
 			echo "SELECT count(rl_limit('bench_$a', 'k' || i, 1)) FROM generate_series($lo, least($lo + 999, $KEYS)) i;"
 		done
 	done
+	for a in "${SHMEM_ZONE_VARIANTS[@]}"; do
+		echo "SELECT count(rl_limit('bench_shmem_$a', 'k' || i, 1)) FROM generate_series(0, $KEYS) i;"
+	done
 	echo "VACUUM ANALYZE ratelimit.state, bench.plpgsql_bucket, bench.upsert_bucket;"
 	# Rep 0 warms the backend's caches and is not recorded.
 	for rep in $(seq 0 "$BENCH_REPS"); do
 		for v in "${INB_VARIANTS[@]}"; do
-			sql="SELECT count($(inb_fn "$v")('k' || i, $RATE, $WINDOW, 1)) FROM generate_series(1, $KEYS) i"
-			echo "CALL bench.measure('inbackend', '$v', $rep, $(inb_access "$v"), $KEYS, \$q\$$sql\$q\$);"
+			echo "CALL bench.measure('inbackend', '$v', $rep, $(inb_access "$v"), $KEYS, \$q\$$(inb_sql "$v")\$q\$, $(inb_store "$v"));"
 		done
 		# Section 4, in the same repetitions: only admitted calls are
 		# counted, so a refusal fails the run.
@@ -417,15 +478,19 @@ rl_log "in-backend: $KEYS keys x $(( ${#INB_VARIANTS[@]} + ${#ZONE_VARIANTS[@]} 
 			sql="SELECT count((rl_limit('bench_$a', 'k' || i, 1)).allowed OR NULL) FROM generate_series(1, $KEYS) i"
 			echo "CALL bench.measure('zones', '$a', $rep, 'direct', $KEYS, \$q\$$sql\$q\$);"
 		done
+		for a in "${SHMEM_ZONE_VARIANTS[@]}"; do
+			sql="SELECT count((rl_limit('bench_shmem_$a', 'k' || i, 1)).allowed OR NULL) FROM generate_series(1, $KEYS) i"
+			echo "CALL bench.measure('zones_shmem', '$a', $rep, 'direct', $KEYS, \$q\$$sql\$q\$);"
+		done
 		echo "VACUUM ratelimit.state, bench.plpgsql_bucket, bench.upsert_bucket;"
 	done
 	# Hot key vs spread keys, 100k calls in one statement each.
 	for rep in $(seq 0 "$BENCH_HOT_REPS"); do
-		for v in direct spi; do
+		for v in direct spi shmem; do
 			hot="SELECT count(rl_token_bucket('hot', $RATE, $WINDOW, 1)) FROM generate_series(1, $HOT_CALLS) i"
 			spread="SELECT count(rl_token_bucket('k' || (i % $KEYS), $RATE, $WINDOW, 1)) FROM generate_series(1, $HOT_CALLS) i"
-			echo "CALL bench.measure('hot', '$v', $rep, '$v', $HOT_CALLS, \$q\$$hot\$q\$);"
-			echo "CALL bench.measure('spread', '$v', $rep, '$v', $HOT_CALLS, \$q\$$spread\$q\$);"
+			echo "CALL bench.measure('hot', '$v', $rep, $(inb_access "$v"), $HOT_CALLS, \$q\$$hot\$q\$, $(inb_store "$v"));"
+			echo "CALL bench.measure('spread', '$v', $rep, $(inb_access "$v"), $HOT_CALLS, \$q\$$spread\$q\$, $(inb_store "$v"));"
 		done
 		echo "VACUUM ratelimit.state;"
 	done
@@ -434,16 +499,26 @@ psql_q -f "$OUT/inbackend.sql" >"$OUT/inbackend.log"
 
 # --------------------------------------------------------------- pgbench --
 
-PGB_VARIANTS=(select1 direct spi plpgsql upsert)
+# hashtext_k: the buckets' script (a random key, one function call on
+# 'k' || :k) without a bucket: what any call of that shape costs.
+PGB_VARIANTS=(select1 hashtext_k direct spi shmem plpgsql upsert)
 printf 'SELECT 1;\n' >"$OUT/select1.pgb"
+printf '\\set k random(1, %d)\nSELECT hashtext('"'k'"' || :k);\n' "$KEYS" >"$OUT/hashtext_k.pgb"
 printf '\\set k random(1, %d)\nSELECT rl_token_bucket('"'k'"' || :k, %s, %s, 1);\n' \
 	"$KEYS" "$RATE" "$WINDOW" >"$OUT/direct.pgb"
 cp "$OUT/direct.pgb" "$OUT/spi.pgb"
+cp "$OUT/direct.pgb" "$OUT/shmem.pgb"
 printf '\\set k random(1, %d)\nSELECT bench.plpgsql_bucket('"'k'"' || :k, %s, %s, 1);\n' \
 	"$KEYS" "$RATE" "$WINDOW" >"$OUT/plpgsql.pgb"
 printf '\\set k random(1, %d)\n%s;\n' "$KEYS" "$(upsert_sql "'k' || :k" "$RATE" "$WINDOW" 1)" >"$OUT/upsert.pgb"
 
-pgb_options() { case $1 in direct|spi) echo "-c ratelimit.table_access=$1" ;; *) echo "" ;; esac; }
+pgb_options() {
+	case $1 in
+		direct|spi) echo "-c ratelimit.table_access=$1" ;;
+		shmem) echo "-c ratelimit.default_store=shmem" ;;
+		*) echo "" ;;
+	esac
+}
 
 # Interleaved (round 1: all variants and client counts, round 2: ...), so
 # that a slow spell of the machine does not fall on one variant only.
@@ -474,6 +549,38 @@ for access in direct spi; do
 	got=$(PGOPTIONS="-c ratelimit.table_access=$access" psql_at -c "SHOW ratelimit.table_access")
 	[ "$got" = "$access" ] || rl_die "PGOPTIONS did not select table_access=$access (got $got)"
 done
+got=$(PGOPTIONS="$(pgb_options shmem)" psql_at -c "SHOW ratelimit.default_store")
+[ "$got" = shmem ] || rl_die "PGOPTIONS did not select default_store=shmem (got $got)"
+
+# Since the snapshot before the in-backend phase (sections 1 to 4 and the
+# warm-up): no call refused (rl_token_bucket's decisions on both stores are
+# counted under '(rl_token_bucket)'), no shmem key evicted, no new shmem key
+# without room.  Sections 5 and 6 use the table store only.
+bad=$(psql_at -F ' ' <<'SQL'
+SELECT c.zone, c.allowed - coalesce(b.allowed, 0), c.refused - coalesce(b.refused, 0),
+       c.evicted - coalesce(b.evicted, 0), c.full - coalesce(b.full, 0)
+  FROM rl_counters c LEFT JOIN bench.counters_before b USING (zone)
+ WHERE c.refused > coalesce(b.refused, 0) OR c.evicted > coalesce(b.evicted, 0)
+    OR c.full > coalesce(b.full, 0);
+SQL
+)
+[ -z "$bad" ] || rl_die "refused, evicted or no-room calls while measuring (zone, allowed, refused, evicted, full): $bad"
+# ... and the counters did count: every zone call of section 4 and its
+# warm-up exactly, and at least the in-backend and hot-key calls of
+# rl_token_bucket (pgbench's come on top).
+zone_calls=$(( (KEYS + 1) + (BENCH_REPS + 1) * KEYS ))
+tb_calls=$(( 2 * (KEYS + 2) + (BENCH_REPS + 1) * 3 * KEYS + (BENCH_HOT_REPS + 1) * 3 * 2 * HOT_CALLS ))
+bad=$(psql_at -F ' ' <<SQL
+SELECT c.zone, c.allowed - coalesce(b.allowed, 0)
+  FROM rl_counters c LEFT JOIN bench.counters_before b USING (zone)
+ WHERE CASE WHEN c.zone = '(rl_token_bucket)' THEN c.allowed - coalesce(b.allowed, 0) < $tb_calls
+            WHEN c.zone LIKE 'bench\_%' THEN c.allowed - coalesce(b.allowed, 0) <> $zone_calls
+            ELSE false END;
+SELECT 'zones counted: ' || count(*) FROM rl_counters WHERE zone LIKE 'bench\_%'
+HAVING count(*) <> $(( ${#ZONE_VARIANTS[@]} + ${#SHMEM_ZONE_VARIANTS[@]} ));
+SQL
+)
+[ -z "$bad" ] || rl_die "rl_counters did not count the measured calls (zone, allowed): $bad"
 
 # ------------------------------------------- exact sliding window vs log --
 
@@ -611,6 +718,44 @@ SELECT 'c$l-' || i, timestamptz '$SIZE_BASE' + j * interval '1 second'
 	psql_q -f "$OUT/sizes.sql" >"$OUT/sizes.log"
 fi
 
+# ------------------------------------------------- shmem store: memory --
+
+# The shared memory the shmem store asked for, per key of shmem_max_keys.
+# Then, after every other measurement (it evicts the measured keys): keys
+# that do not recover for an hour (zone bench_fill, 1 per hour), offered one
+# by one, shmem_max_keys of them, with shmem_full_policy = deny, so that an
+# admitted call is a kept key: how many were kept when a new key first found
+# its 8-entry set full, and how many in all.
+rl_log "shmem store: shared memory, and keys kept of $BENCH_SHMEM_KEYS offered"
+psql_q <<SQL
+SET client_min_messages = warning;
+SELECT rl_zone_set('bench_fill', 'token_bucket', 1, interval '1 hour', store => 'shmem');
+SET ratelimit.shmem_full_policy = deny;
+INSERT INTO bench.shmem
+SELECT current_setting('ratelimit.shmem_max_keys')::bigint, a.size, a.allocated_size,
+       f.first_full, f.offered, f.full_calls
+  FROM (SELECT sum(size)::bigint AS size, sum(allocated_size)::bigint AS allocated_size
+          FROM pg_shmem_allocations WHERE name LIKE 'ratelimit%') a,
+       (SELECT coalesce(min(i) FILTER (WHERE NOT allowed) - 1, count(*)) AS first_full,
+               count(*) AS offered, count(*) FILTER (WHERE NOT allowed) AS full_calls
+          FROM (SELECT i, (rl_limit('bench_fill', 'f' || i, 1)).allowed
+                  FROM generate_series(1, current_setting('ratelimit.shmem_max_keys')::bigint) i
+                OFFSET 0) s) f;
+RESET ratelimit.shmem_full_policy;
+DO \$\$
+DECLARE
+    r record;
+BEGIN
+    SELECT s.full_calls, c.full, c.refused INTO r
+      FROM bench.shmem s, rl_counters c WHERE c.zone = 'bench_fill';
+    IF r.full IS DISTINCT FROM r.full_calls OR r.refused IS DISTINCT FROM r.full_calls THEN
+        RAISE EXCEPTION 'bench_fill: % calls refused, rl_counters says refused %, full %',
+            r.full_calls, r.refused, r.full;
+    END IF;
+END
+\$\$;
+SQL
+
 # ----------------------------------------------------------------- report --
 
 rl_log "writing $RESULTS"
@@ -622,12 +767,16 @@ psql_at -v seconds="$PGB_RUN_SECONDS" -v rounds="$PGB_ROUNDS" -v keys="$KEYS" \
 	>"$OUT/report.md" <<'SQL'
 CREATE TEMP VIEW label(variant, label) AS VALUES
     ('select1', '`SELECT 1`'),
-    ('direct', '`rl_token_bucket`, table_access=direct'),
-    ('spi', '`rl_token_bucket`, table_access=spi'),
+    ('direct', '`rl_token_bucket`, table store, table_access=direct'),
+    ('spi', '`rl_token_bucket`, table store, table_access=spi'),
+    ('shmem', '`rl_token_bucket`, shmem store'),
     ('plpgsql', 'PL/pgSQL bucket (UPDATE … RETURNING, then INSERT)'),
-    ('upsert', '`INSERT … ON CONFLICT DO UPDATE` bucket');
+    ('upsert', '`INSERT … ON CONFLICT DO UPDATE` bucket'),
+    ('hashtext', '`hashtext(i::text)` (no bucket)'),
+    ('hashtext_k', '`hashtext(''k'' || …)` (no bucket)');
 CREATE TEMP VIEW ord(variant, n) AS VALUES
-    ('select1', 0), ('direct', 1), ('spi', 2), ('plpgsql', 3), ('upsert', 4);
+    ('select1', 0), ('hashtext', 1), ('hashtext_k', 2), ('direct', 3), ('spi', 4), ('shmem', 5),
+    ('plpgsql', 6), ('upsert', 7);
 
 CREATE TEMP VIEW inb AS
 SELECT variant,
@@ -652,25 +801,28 @@ SELECT h.variant, h.s AS hot_s, s.s AS spread_s, h.s / s.s AS ratio
 
 \echo '## 1. In-backend calls/s'
 \echo ''
-SELECT format('`SELECT count(f(''k'' || i, %s, %s, 1)) FROM generate_series(1, %s) i` over keys that already exist, each key once per statement; every call is admitted and writes. Timed inside the server (clock_timestamp() around EXECUTE + COMMIT); median of %s interleaved repetitions (after one unrecorded warm-up round).',
+SELECT format('`SELECT count(f(''k'' || i, %s, %s, 1)) FROM generate_series(1, %s) i` over keys that already exist (created by a warm-up, on each store), each key once per statement; every call is admitted and writes (no call refused, and the shmem store neither evicted a key nor ran out of room: checked with `rl_counters` over sections 1 to 4). Both stores run the same statement; the store is `ratelimit.default_store` (`table` or `shmem`, set before each statement). The two hashtext loops are the same statement with `hashtext(i::text)` (SPEC §5''s trivial loop) or `hashtext(''k'' || i)` (the keys the calls build) instead of a bucket. Timed inside the server (clock_timestamp() around EXECUTE + COMMIT); median of %s interleaved repetitions (after one unrecorded warm-up round). The ratio columns are the row''s calls/s over the named variant''s (PL/pgSQL and upsert: buckets only).',
               1000000, 60, max(calls), max(reps))
   FROM bench.timings, inb WHERE phase = 'inbackend';
 \echo ''
-\echo '| variant | µs/call (median) | min–max µs/call | calls/s | × PL/pgSQL | × upsert |'
-\echo '| --- | ---: | ---: | ---: | ---: | ---: |'
-SELECT format('| %s | %s | %s–%s | %s | %s | %s |', l.label,
+\echo '| variant | µs/call (median) | min–max µs/call | calls/s | × PL/pgSQL | × upsert | × `hashtext(i::text)` loop |'
+\echo '| --- | ---: | ---: | ---: | ---: | ---: | ---: |'
+SELECT format('| %s | %s | %s–%s | %s | %s | %s | %s |', l.label,
               to_char(i.us, 'FM990.00'), to_char(i.us_min, 'FM990.00'), to_char(i.us_max, 'FM990.00'),
               to_char(1e6 / i.us, 'FM9999999990'),
-              to_char(p.us / i.us, 'FM990.00'), to_char(u.us / i.us, 'FM990.00'))
+              CASE WHEN i.variant LIKE 'hashtext%' THEN '—' ELSE to_char(p.us / i.us, 'FM990.00') END,
+              CASE WHEN i.variant LIKE 'hashtext%' THEN '—' ELSE to_char(u.us / i.us, 'FM990.00') END,
+              to_char(h.us / i.us, 'FM990.00'))
   FROM inb i JOIN label l USING (variant) JOIN ord o USING (variant)
  CROSS JOIN (SELECT us FROM inb WHERE variant = 'plpgsql') p
  CROSS JOIN (SELECT us FROM inb WHERE variant = 'upsert') u
+ CROSS JOIN (SELECT us FROM inb WHERE variant = 'hashtext') h
  ORDER BY o.n;
 \echo ''
 
 \echo '## 2. pgbench -M prepared -n'
 \echo ''
-SELECT format('`\set k random(1, 10000)`, one call per transaction; `-j` = clients. Each variant and client count runs %s × `-T %s`, interleaved with the others (round 1 of every variant, then round 2 …); tps = all transactions of those runs / their time (without connecting), min–max over the runs. table_access chosen with `PGOPTIONS=''-c ratelimit.table_access=…''`; the upsert statement is sent as is (not wrapped in a function).',
+SELECT format('`\set k random(1, 10000)`, one call per transaction; `-j` = clients. Each variant and client count runs %s × `-T %s`, interleaved with the others (round 1 of every variant, then round 2 …); tps = all transactions of those runs / their time (without connecting), min–max over the runs. table_access chosen with `PGOPTIONS=''-c ratelimit.table_access=…''`, the shmem store with `PGOPTIONS=''-c ratelimit.default_store=shmem''` (same script as the table store; its keys were created in section 1 and are kept across statements; no call refused, checked); the upsert statement is sent as is (not wrapped in a function). `hashtext(''k'' || …)` runs the buckets'' script with `SELECT hashtext(''k'' || :k)` instead of a bucket: what a prepared statement with a parameter and a function call costs here, against `SELECT 1`.',
               :'rounds', :'seconds');
 \echo ''
 \echo '| variant | clients | tps | min–max tps | × upsert | × `SELECT 1` |'
@@ -686,8 +838,8 @@ SELECT format('| %s | %s | %s | %s–%s | %s | %s |', l.label, b.clients, to_cha
 
 \echo '## 3. Hot key'
 \echo ''
-SELECT format('100k calls in one statement (commit included), on ONE key (`''hot''`) vs over 10k keys (`''k'' || (i %% 10000)`, each key 10 times); median of %s repetitions.',
-              count(*) / 4)
+SELECT format('100k calls in one statement (commit included), on ONE key (`''hot''`) vs over 10k keys (`''k'' || (i %% 10000)`, each key 10 times), every call admitted (checked); median of %s repetitions, the variants interleaved.',
+              count(*) / (2 * count(DISTINCT variant)))
   FROM bench.timings WHERE phase IN ('hot', 'spread');
 \echo ''
 \echo '| variant | one key, s | 10k keys, s | one key / 10k keys |'
@@ -705,6 +857,13 @@ SELECT variant,
        max(secs / calls) * 1e6 AS us_max,
        count(*) AS reps
   FROM bench.timings WHERE phase = 'zones' GROUP BY variant;
+CREATE TEMP VIEW zon_shmem AS
+SELECT variant,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY secs / calls) * 1e6 AS us,
+       min(secs / calls) * 1e6 AS us_min,
+       max(secs / calls) * 1e6 AS us_max,
+       count(*) AS reps
+  FROM bench.timings WHERE phase = 'zones_shmem' GROUP BY variant;
 CREATE TEMP VIEW zord(variant, n) AS VALUES
     ('token_bucket', 1), ('gcra', 2), ('fixed_window', 3), ('sliding_window_counter', 4), ('sliding_window', 5);
 
@@ -729,19 +888,26 @@ SELECT o.lim, u.keys, u.prefill, u.prefill + (count(*) + 1 + u.sets - 1) / u.set
 
 \echo '## 4. Zones: `rl_limit` in-backend calls/s per algorithm'
 \echo ''
-SELECT format('`SELECT count((rl_limit(''bench_<algorithm>'', ''k'' || i, 1)).allowed OR NULL) FROM generate_series(1, %s) i` over keys that already exist (created by a warm-up), each key once per statement; each zone allows %s calls per %s (`rl_zone_set(''bench_<algorithm>'', ''<algorithm>'', %s, ''%s'')`), so every call is admitted and writes; only admitted calls are counted and the count is checked. Measured in the same interleaved repetitions as section 1 (each repetition: the four variants of section 1, then the five zones, then VACUUM), table_access=direct; median of %s repetitions. The last two columns are the µs/call of `rl_token_bucket` (direct) and of the PL/pgSQL bucket in section 1 over the zone''s (above 1: the zone is faster).',
+SELECT format('`SELECT count((rl_limit(''bench_<algorithm>'', ''k'' || i, 1)).allowed OR NULL) FROM generate_series(1, %s) i` over keys that already exist (created by a warm-up), each key once per statement; each zone allows %s calls per %s (`rl_zone_set(''bench_<algorithm>'', ''<algorithm>'', %s, ''%s'')`), so every call is admitted and writes; only admitted calls are counted and the count is checked. The same zones on the shmem store (`rl_zone_set(''bench_shmem_<algorithm>'', …, store => ''shmem'')`; not `sliding_window`, which needs the table store) run the same statement over the same keys. Measured in the same interleaved repetitions as section 1 (each repetition: the variants of section 1, then the five table-store zones, then the four shmem zones, then VACUUM), table_access=direct; median of %s repetitions. The × columns are the µs/call of `rl_token_bucket` (table store, direct) and of the PL/pgSQL bucket in section 1 over the zone''s (above 1: the zone is faster); the last one, table store over shmem store.',
               :'keys', :'zone_rate', :'zone_period', :'zone_rate', :'zone_period', max(reps))
   FROM zon;
 \echo ''
-\echo '| algorithm | µs/call (median) | min–max µs/call | calls/s | × `rl_token_bucket` (direct) | × PL/pgSQL bucket |'
-\echo '| --- | ---: | ---: | ---: | ---: | ---: |'
-SELECT format('| `%s` | %s | %s–%s | %s | %s | %s |', z.variant,
+\echo '| algorithm | table: µs/call (median) | min–max | calls/s | × `rl_token_bucket` (direct) | × PL/pgSQL bucket | shmem: µs/call (median) | min–max | calls/s | × `rl_token_bucket` (shmem) | table / shmem |'
+\echo '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |'
+SELECT format('| `%s` | %s | %s–%s | %s | %s | %s | %s | %s | %s | %s | %s |', z.variant,
               to_char(z.us, 'FM990.00'), to_char(z.us_min, 'FM990.00'), to_char(z.us_max, 'FM990.00'),
               to_char(1e6 / z.us, 'FM9999999990'),
-              to_char(d.us / z.us, 'FM990.00'), to_char(p.us / z.us, 'FM990.00'))
+              to_char(d.us / z.us, 'FM990.00'), to_char(p.us / z.us, 'FM990.00'),
+              coalesce(to_char(m.us, 'FM990.00'), '—'),
+              coalesce(to_char(m.us_min, 'FM990.00') || '–' || to_char(m.us_max, 'FM990.00'), '—'),
+              coalesce(to_char(1e6 / m.us, 'FM9999999990'), '—'),
+              coalesce(to_char(s.us / m.us, 'FM990.00'), '—'),
+              coalesce(to_char(z.us / m.us, 'FM990.00'), '—'))
   FROM zon z JOIN zord o USING (variant)
+  LEFT JOIN zon_shmem m USING (variant)
  CROSS JOIN (SELECT us FROM inb WHERE variant = 'direct') d
  CROSS JOIN (SELECT us FROM inb WHERE variant = 'plpgsql') p
+ CROSS JOIN (SELECT us FROM inb WHERE variant = 'shmem') s
  ORDER BY o.n;
 \echo ''
 
@@ -820,6 +986,22 @@ SELECT format('| %s | %s | %s | %s | %s | %s |',
 \echo ''
 \endif
 
+\echo '## 7. Shared memory of the shmem store'
+\echo ''
+SELECT format('`ratelimit.shmem_max_keys = %s` in this cluster (`BENCH_SHMEM_KEYS`; the default is 100000). *Shared memory*: `sum(size)` of `pg_shmem_allocations WHERE name LIKE ''ratelimit%%''` (%s bytes allocated with alignment), asked for at server start whatever the keys held; per key: divided by `shmem_max_keys` (it includes a part that does not grow with the keys, the per-zone counter slots). *Kept*: after every other measurement, keys of a shmem zone that do not recover for an hour (`token_bucket`, 1 per hour), `shmem_max_keys` of them (`''f1''` … `''f%s''`), offered one by one in one statement with `ratelimit.shmem_full_policy = deny`, so that an admitted call is a kept key (the measured keys, recovered by then, are evicted for them); a new key finds no room when the 8 entries of its set hold keys that have not recovered (refusals checked against `rl_counters.full`).',
+              max_keys, alloc_allocated, max_keys)
+  FROM bench.shmem;
+\echo ''
+\echo '| shmem_max_keys | shared memory, bytes | bytes per key of shmem_max_keys | keys kept when a new key first found no room | keys kept of shmem_max_keys offered | bytes per kept key |'
+\echo '| ---: | ---: | ---: | ---: | ---: | ---: |'
+SELECT format('| %s | %s | %s | %s (%s %%) | %s (%s %%) | %s |',
+              max_keys, alloc_size, to_char(alloc_size::numeric / max_keys, 'FM9990.0'),
+              first_full, to_char(100.0 * first_full / max_keys, 'FM990.0'),
+              offered - full_calls, to_char(100.0 * (offered - full_calls) / max_keys, 'FM990.0'),
+              to_char(alloc_size::numeric / (offered - full_calls), 'FM9990.0'))
+  FROM bench.shmem;
+\echo ''
+
 \echo '## Targets (SPEC §5)'
 \echo ''
 \echo '| target | measured | result |'
@@ -834,10 +1016,44 @@ SELECT format('| `rl_token_bucket` pgbench ≥ 1.3× the upsert bucket, %s clien
               CASE WHEN b.tps / u.tps >= 1.3 THEN 'met' ELSE '**MISSED**' END)
   FROM pgb b JOIN pgb u ON u.clients = b.clients AND u.variant = 'upsert'
  WHERE b.variant = 'direct' ORDER BY b.clients;
-SELECT format('| 100k calls on one key ≤ 3× 100k calls over 10k keys, table_access=%s | %s× (%s s vs %s s) | %s |',
-              h.variant, to_char(h.ratio, 'FM990.00'), to_char(h.hot_s, 'FM990.000'), to_char(h.spread_s, 'FM990.000'),
+SELECT format('| shmem store: `rl_token_bucket` pgbench ≥ 0.85× `SELECT 1`, %s client%s | %s× (%s vs %s tps) | %s |',
+              b.clients, CASE WHEN b.clients > 1 THEN 's' ELSE '' END,
+              to_char(b.tps / s.tps, 'FM990.00'), to_char(b.tps, 'FM9999999990'), to_char(s.tps, 'FM9999999990'),
+              CASE WHEN b.tps / s.tps >= 0.85 THEN 'met' ELSE '**MISSED**' END)
+  FROM pgb b JOIN pgb s ON s.clients = b.clients AND s.variant = 'select1'
+ WHERE b.variant = 'shmem' ORDER BY b.clients;
+\echo '| shmem store: `rl_token_bucket` pgbench ≥ a Redis + Lua token bucket at the same client count | not measured (this benchmark runs no Redis) | not measured |'
+SELECT format('| shmem store: `rl_token_bucket` in-backend ≥ 0.5× a `hashtext(i::text)` loop | %s× (%s µs vs %s µs) | %s |',
+              to_char(h.us / m.us, 'FM990.00'), to_char(m.us, 'FM990.00'), to_char(h.us, 'FM990.00'),
+              CASE WHEN h.us / m.us >= 0.5 THEN 'met' ELSE '**MISSED**' END)
+  FROM inb m, inb h WHERE m.variant = 'shmem' AND h.variant = 'hashtext';
+SELECT format('| 100k calls on one key ≤ 3× 100k calls over 10k keys, %s | %s× (%s s vs %s s) | %s |',
+              CASE h.variant WHEN 'shmem' THEN 'shmem store' ELSE 'table_access=' || h.variant END,
+              to_char(h.ratio, 'FM990.00'), to_char(h.hot_s, 'FM990.000'), to_char(h.spread_s, 'FM990.000'),
               CASE WHEN h.ratio <= 3 THEN 'met' ELSE '**MISSED**' END)
   FROM hot h JOIN ord o USING (variant) ORDER BY o.n;
+\echo ''
+\echo 'Not targets, for reference (what each store costs, from sections 1 and 2):'
+\echo ''
+SELECT format('- in-backend, `rl_token_bucket` µs/call: table store %s (direct), %s (spi); shmem store %s; the `hashtext(i::text)` loop %s, the `hashtext(''k'' || i)` loop %s. The table store (direct) runs at %s× the `hashtext(i::text)` loop; the shmem store is %s× as fast as the table store (direct).',
+              to_char(d.us, 'FM990.00'), to_char(s.us, 'FM990.00'), to_char(m.us, 'FM990.00'),
+              to_char(h.us, 'FM990.00'), to_char(k.us, 'FM990.00'),
+              to_char(h.us / d.us, 'FM990.00'), to_char(d.us / m.us, 'FM990.00'))
+  FROM inb d, inb s, inb m, inb h, inb k
+ WHERE d.variant = 'direct' AND s.variant = 'spi' AND m.variant = 'shmem'
+   AND h.variant = 'hashtext' AND k.variant = 'hashtext_k';
+SELECT format('- pgbench, %s client%s: `SELECT 1` %s tps; the same script without a bucket (`hashtext(''k'' || :k)`) %s tps (%s× `SELECT 1`); `rl_token_bucket` on the shmem store %s tps (%s× `SELECT 1`, %s× the script without a bucket), on the table store %s tps with direct (%s×, %s×), %s with spi (%s×, %s×).',
+              b.clients, CASE WHEN b.clients > 1 THEN 's' ELSE '' END, to_char(b.tps, 'FM9999999990'),
+              to_char(h.tps, 'FM9999999990'), to_char(h.tps / b.tps, 'FM990.00'),
+              to_char(m.tps, 'FM9999999990'), to_char(m.tps / b.tps, 'FM990.00'), to_char(m.tps / h.tps, 'FM990.00'),
+              to_char(d.tps, 'FM9999999990'), to_char(d.tps / b.tps, 'FM990.00'), to_char(d.tps / h.tps, 'FM990.00'),
+              to_char(s.tps, 'FM9999999990'), to_char(s.tps / b.tps, 'FM990.00'), to_char(s.tps / h.tps, 'FM990.00'))
+  FROM pgb b
+  JOIN pgb h ON h.clients = b.clients AND h.variant = 'hashtext_k'
+  JOIN pgb m ON m.clients = b.clients AND m.variant = 'shmem'
+  JOIN pgb d ON d.clients = b.clients AND d.variant = 'direct'
+  JOIN pgb s ON s.clients = b.clients AND s.variant = 'spi'
+ WHERE b.variant = 'select1' ORDER BY b.clients;
 \echo ''
 \echo 'Not targets, for reference (the portable SPI path):'
 \echo ''
@@ -867,13 +1083,15 @@ SQL
 	     "load average (1, 5, 15 min) $LOAD_START at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end"
 	echo "- PostgreSQL: $PG_VERSION"
 	echo "- command: \`$COMMAND\`"
-	echo "- throwaway cluster (\`.cluster/bench\`), server defaults except shared_buffers = 256MB;" \
+	echo "- run time: $(( (SECONDS - START_SECONDS + 30) / 60 )) min (build excluded)"
+	echo "- throwaway cluster (\`.cluster/bench\`), server defaults except shared_buffers = 256MB," \
+	     "shared_preload_libraries = 'pg_cron, ratelimit' and ratelimit.shmem_max_keys = $BENCH_SHMEM_KEYS;" \
 	     "keys \`'k1'\` … \`'k$KEYS'\`, rate $RATE/s, window $WINDOW s, cost 1."
 	echo "- baselines: UNLOGGED tables with a text COLLATE \"C\" primary key, float8 tokens," \
 	     "a timestamptz and fillfactor 50 (\`ratelimit.state\`, which holds every algorithm's state, keeps" \
 	     "whole tokens in a bigint plus a float8 fraction and its primary key is (key, zone_id, part)); the PL/pgSQL" \
-	     "bucket and the upsert statement are in \`test/bench/run.sh\`, and all variants pass the" \
-	     "SPEC §2.1 check (fractions kept, refused calls take nothing) before the run."
+	     "bucket and the upsert statement are in \`test/bench/run.sh\`, and all variants (\`rl_token_bucket\` on both stores" \
+	     "included) pass the SPEC §2.1 check (fractions kept, refused calls take nothing) before the run."
 	[ -z "$SO_NOTE" ] || echo "- **$SO_NOTE**"
 	echo
 	cat "$OUT/report.md"
