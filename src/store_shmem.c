@@ -6,10 +6,13 @@
  * this store runs the same decide callbacks on a row kept in shared memory.
  *
  * Layout: a set-associative table.  A key's hash picks one set of
- * RL_SHMEM_WAYS entries; each set has its own LWLock, held for the few
- * hundred nanoseconds of one decision.  Calls on keys of different sets
+ * RL_SHMEM_WAYS entries; each set has its own spinlock, held for the few
+ * hundred nanoseconds of one decision (the decide callbacks of this store
+ * neither raise errors nor allocate), and a line of 16-bit tags so that a
+ * lookup reads one entry, not all of them.  Calls on keys of different sets
  * never wait for each other, and there is no global lock on the decision
- * path.  When a set is full, an entry that has fully recovered (it decides
+ * path.  Wide sets fill evenly: a set overflows only when the table is
+ * nearly full.  When a set is full, an entry that has fully recovered (it decides
  * as a new key would) is evicted; if none has, ratelimit.shmem_full_policy
  * decides.
  *
@@ -37,6 +40,7 @@
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
+#include "storage/spin.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 
@@ -44,12 +48,12 @@
 
 PG_FUNCTION_INFO_V1(rl_shmem_counters);
 
-#define RL_SHMEM_WAYS 8
+#define RL_SHMEM_WAYS 32
 #define RL_SHMEM_INLINE_KEY 48
 #define RL_SHMEM_ZONE_SLOTS 1024
 #define RL_SHMEM_FILE "pg_stat/ratelimit_shmem.state"
 #define RL_SHMEM_FILE_MAGIC 0x524C5348	/* "RLSH" */
-#define RL_SHMEM_FILE_VERSION 2
+#define RL_SHMEM_FILE_VERSION 3
 
 int			rl_shmem_max_keys = 100000;
 int			rl_shmem_full_policy = RL_SHMEM_FULL_ALLOW;
@@ -68,7 +72,8 @@ typedef struct ShmemEntry
 
 typedef struct ShmemSet
 {
-	LWLock		lock;
+	slock_t		mutex;
+	uint16		tags[RL_SHMEM_WAYS];	/* 16 bits of each entry's hash; 0: free */
 	ShmemEntry	entries[RL_SHMEM_WAYS];
 } ShmemSet;
 
@@ -85,7 +90,6 @@ typedef struct ZoneCounters
 typedef struct ShmemHeader
 {
 	uint32		nsets;
-	int			tranche_id;
 	ZoneCounters zones[RL_SHMEM_ZONE_SLOTS];
 	ShmemSet	sets[FLEXIBLE_ARRAY_MEMBER];
 } ShmemHeader;
@@ -162,6 +166,26 @@ EntryMatches(const ShmemEntry *entry, const ShmemKey *key)
 	return entry->hash == key->hash && entry->dbid == key->dbid && entry->zone_id == key->zone_id &&
 		entry->key_len == key->key_len && entry->key_hashed == key->key_hashed &&
 		memcmp(entry->key, key->key, key->key_hashed ? 16 : key->key_len) == 0;
+}
+
+static uint16
+TagOf(uint64 hash)
+{
+	uint16		tag = (uint16) hash;
+
+	return tag != 0 ? tag : 1;
+}
+
+/* The entry of the set that holds key, or -1. */
+static int
+FindInSet(const ShmemSet *set, const ShmemKey *key)
+{
+	uint16		tag = TagOf(key->hash);
+
+	for (int i = 0; i < RL_SHMEM_WAYS; i++)
+		if (set->tags[i] == tag && EntryMatches(&set->entries[i], key))
+			return i;
+	return -1;
 }
 
 static ShmemSet *
@@ -288,22 +312,22 @@ FillEntry(ShmemEntry *entry, const ShmemKey *key, const RlShmemLimit *limit, con
 	entry->row.entries = NULL;
 }
 
-/* A free entry of the set, or an idle one evicted for it; NULL when none. */
-static ShmemEntry *
+/* A free entry of the set, or an idle one evicted for it; -1 when none. */
+static int
 ClaimEntry(ShmemSet *set, TimestampTz now)
 {
 	for (int i = 0; i < RL_SHMEM_WAYS; i++)
-		if (set->entries[i].hash == 0)
-			return &set->entries[i];
+		if (set->tags[i] == 0)
+			return i;
 	for (int i = 0; i < RL_SHMEM_WAYS; i++)
 	{
 		if (EntryIdle(&set->entries[i], now))
 		{
 			CountEvent(set->entries[i].dbid, set->entries[i].zone_id, EvictedField);
-			return &set->entries[i];
+			return i;
 		}
 	}
-	return NULL;
+	return -1;
 }
 
 RlShmemOutcome
@@ -315,21 +339,17 @@ RlShmemUpdate(const RlStateKey *key, const RlShmemLimit *limit, TimestampTz now,
 	ShmemEntry *found = NULL;
 	RlStateRow	next;
 	RlShmemOutcome outcome = RL_SHMEM_DECIDED;
+	int			index;
 
 	RequireShmem();
 	MakeShmemKey(key, &skey);
 	set = SetOf(skey.hash);
 
 	/* decide neither raises nor allocates for the algorithms this store takes. */
-	LWLockAcquire(&set->lock, peek ? LW_SHARED : LW_EXCLUSIVE);
-	for (int i = 0; i < RL_SHMEM_WAYS; i++)
-	{
-		if (EntryMatches(&set->entries[i], &skey))
-		{
-			found = &set->entries[i];
-			break;
-		}
-	}
+	SpinLockAcquire(&set->mutex);
+	index = FindInSet(set, &skey);
+	if (index >= 0)
+		found = &set->entries[index];
 	if (found != NULL)
 	{
 		RlStateRow	current = found->row;
@@ -343,17 +363,19 @@ RlShmemUpdate(const RlStateKey *key, const RlShmemLimit *limit, TimestampTz now,
 	}
 	else if (decide(NULL, &next, arg, NULL) && !peek)
 	{
-		ShmemEntry *entry = ClaimEntry(set, now);
+		int			claimed = ClaimEntry(set, now);
 
-		if (entry != NULL)
-			FillEntry(entry, &skey, limit, &next);
-		else
+		if (claimed >= 0)
 		{
-			CountEvent(MyDatabaseId, key->zone_id, FullField);
-			outcome = RL_SHMEM_FULL;
+			FillEntry(&set->entries[claimed], &skey, limit, &next);
+			set->tags[claimed] = TagOf(skey.hash);
 		}
+		else
+			outcome = RL_SHMEM_FULL;
 	}
-	LWLockRelease(&set->lock);
+	SpinLockRelease(&set->mutex);
+	if (outcome == RL_SHMEM_FULL)
+		CountEvent(MyDatabaseId, key->zone_id, FullField);
 	return outcome;
 }
 
@@ -362,23 +384,20 @@ RlShmemRemove(const RlStateKey *key)
 {
 	ShmemKey	skey;
 	ShmemSet   *set;
-	bool		removed = false;
+	int			index;
 
 	RequireShmem();
 	MakeShmemKey(key, &skey);
 	set = SetOf(skey.hash);
-	LWLockAcquire(&set->lock, LW_EXCLUSIVE);
-	for (int i = 0; i < RL_SHMEM_WAYS; i++)
+	SpinLockAcquire(&set->mutex);
+	index = FindInSet(set, &skey);
+	if (index >= 0)
 	{
-		if (EntryMatches(&set->entries[i], &skey))
-		{
-			memset(&set->entries[i], 0, sizeof(ShmemEntry));
-			removed = true;
-			break;
-		}
+		set->tags[index] = 0;
+		memset(&set->entries[index], 0, sizeof(ShmemEntry));
 	}
-	LWLockRelease(&set->lock);
-	return removed;
+	SpinLockRelease(&set->mutex);
+	return index >= 0;
 }
 
 int64
@@ -392,17 +411,18 @@ RlShmemRemoveZone(int32 zone_id)
 	{
 		ShmemSet   *set = &shmem->sets[s];
 
-		LWLockAcquire(&set->lock, LW_EXCLUSIVE);
+		SpinLockAcquire(&set->mutex);
 		for (int i = 0; i < RL_SHMEM_WAYS; i++)
 		{
-			if (set->entries[i].hash != 0 && set->entries[i].dbid == MyDatabaseId &&
+			if (set->tags[i] != 0 && set->entries[i].dbid == MyDatabaseId &&
 				set->entries[i].zone_id == zone_id)
 			{
+				set->tags[i] = 0;
 				memset(&set->entries[i], 0, sizeof(ShmemEntry));
 				removed++;
 			}
 		}
-		LWLockRelease(&set->lock);
+		SpinLockRelease(&set->mutex);
 		CHECK_FOR_INTERRUPTS();
 	}
 	return removed;
@@ -417,18 +437,18 @@ RlShmemRelimitZone(int32 zone_id, const RlZoneLimit *limit)
 	{
 		ShmemSet   *set = &shmem->sets[s];
 
-		LWLockAcquire(&set->lock, LW_EXCLUSIVE);
+		SpinLockAcquire(&set->mutex);
 		for (int i = 0; i < RL_SHMEM_WAYS; i++)
 		{
 			ShmemEntry *entry = &set->entries[i];
 
-			if (entry->hash != 0 && entry->dbid == MyDatabaseId && entry->zone_id == zone_id)
+			if (set->tags[i] != 0 && entry->dbid == MyDatabaseId && entry->zone_id == zone_id)
 			{
 				entry->limit.is_bucket = false;
 				entry->limit.zone = *limit;
 			}
 		}
-		LWLockRelease(&set->lock);
+		SpinLockRelease(&set->mutex);
 		CHECK_FOR_INTERRUPTS();
 	}
 }
@@ -502,13 +522,13 @@ SaveState(int code, Datum arg)
 		goto error;
 	for (uint32 s = 0; s < shmem->nsets; s++)
 		for (int i = 0; i < RL_SHMEM_WAYS; i++)
-			if (shmem->sets[s].entries[i].hash != 0)
+			if (shmem->sets[s].tags[i] != 0)
 				header.count++;
 	if (fwrite(&header, sizeof(header), 1, file) != 1)
 		goto error;
 	for (uint32 s = 0; s < shmem->nsets; s++)
 		for (int i = 0; i < RL_SHMEM_WAYS; i++)
-			if (shmem->sets[s].entries[i].hash != 0 &&
+			if (shmem->sets[s].tags[i] != 0 &&
 				fwrite(&shmem->sets[s].entries[i], sizeof(ShmemEntry), 1, file) != 1)
 				goto error;
 	if (FreeFile(file) != 0)
@@ -563,9 +583,10 @@ LoadState(void)
 			set = SetOf(entry.hash);
 			for (int i = 0; i < RL_SHMEM_WAYS && !placed; i++)
 			{
-				if (set->entries[i].hash == 0)
+				if (set->tags[i] == 0)
 				{
 					set->entries[i] = entry;
+					set->tags[i] = TagOf(entry.hash);
 					placed = true;
 				}
 			}
@@ -606,9 +627,8 @@ ShmemStartup(void)
 	{
 		memset(shmem, 0, ShmemSize());
 		shmem->nsets = SetCount();
-		shmem->tranche_id = LWLockNewTrancheId();
 		for (uint32 s = 0; s < shmem->nsets; s++)
-			LWLockInitialize(&shmem->sets[s].lock, shmem->tranche_id);
+			SpinLockInit(&shmem->sets[s].mutex);
 		for (int i = 0; i < RL_SHMEM_ZONE_SLOTS; i++)
 		{
 			pg_atomic_init_u64(&shmem->zones[i].tag, 0);
@@ -619,7 +639,6 @@ ShmemStartup(void)
 		}
 	}
 	LWLockRelease(AddinShmemInitLock);
-	LWLockRegisterTranche(shmem->tranche_id, "ratelimit");
 
 	/* The postmaster loads the saved state once and saves it at shutdown. */
 	if (!IsUnderPostmaster)
