@@ -668,7 +668,7 @@ RlShmemInit(void)
 	DefineCustomIntVariable("ratelimit.shmem_max_keys",
 							"Number of keys the shmem store holds.",
 							"Needs ratelimit in shared_preload_libraries; each key takes "
-							"about 150 bytes of shared memory.",
+							"about 180 bytes of shared memory.",
 							&rl_shmem_max_keys,
 							100000, 64, 100000000,
 							PGC_POSTMASTER, 0, NULL, NULL, NULL);
