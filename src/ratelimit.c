@@ -183,6 +183,40 @@ RlRelationOwner(Oid relid)
 	return owner;
 }
 
+void
+RlSpiConnectAs(Oid owner, RlSpiSession *session)
+{
+	GetUserIdAndSecContext(&session->save_userid, &session->save_sec_context);
+	SetUserIdAndSecContext(owner, session->save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+}
+
+void
+RlSpiFinish(const RlSpiSession *session)
+{
+	SPI_finish();
+	SetUserIdAndSecContext(session->save_userid, session->save_sec_context);
+}
+
+SPIPlanPtr
+RlKeepPlan(SPIPlanPtr *plan, const char *sql, int nargs, Oid *argtypes)
+{
+	if (*plan == NULL)
+	{
+		SPIPlanPtr	prepared = SPI_prepare(sql, nargs, argtypes);
+
+		if (prepared == NULL)
+			elog(ERROR, "SPI_prepare failed for ratelimit statement: %s",
+				 SPI_result_code_string(SPI_result));
+		if (SPI_keepplan(prepared) != 0)
+			elog(ERROR, "SPI_keepplan failed");
+		*plan = prepared;
+	}
+	return *plan;
+}
+
 /* ---- the state table, looked up once per backend ---- */
 
 static RlStateTable state_table;

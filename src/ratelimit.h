@@ -6,6 +6,7 @@
 
 #include "postgres.h"
 
+#include "executor/spi.h"
 #include "utils/timestamp.h"
 
 /* Keys longer than this are refused; it keeps every key indexable. */
@@ -44,6 +45,22 @@ extern void RlRequireNotNull(FunctionCallInfo fcinfo, int argno, const char *arg
 
 /* The owner of a relation: internal SQL runs as it. */
 extern Oid	RlRelationOwner(Oid relid);
+
+/*
+ * Internal statements run through SPI as the owner of the table they touch,
+ * so callers need no privilege on it; RlSpiFinish restores the caller.
+ */
+typedef struct RlSpiSession
+{
+	Oid			save_userid;
+	int			save_sec_context;
+} RlSpiSession;
+
+extern void RlSpiConnectAs(Oid owner, RlSpiSession *session);
+extern void RlSpiFinish(const RlSpiSession *session);
+
+/* Prepares sql into *plan once per backend (a plan kept across transactions). */
+extern SPIPlanPtr RlKeepPlan(SPIPlanPtr *plan, const char *sql, int nargs, Oid *argtypes);
 
 /* Transaction-scoped state cache (state_cache.c). */
 extern void RlStateCacheInit(void);

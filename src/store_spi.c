@@ -51,35 +51,21 @@ static const int statement_nargs[SPI_STATEMENT_COUNT] = {
 
 static SPIPlanPtr saved_plans[SPI_STATEMENT_COUNT];
 
-typedef struct SpiSession
-{
-	Oid			save_userid;
-	int			save_sec_context;
-} SpiSession;
-
 /* Connects to SPI as the state table's owner. */
 static void *
 SpiBegin(void)
 {
-	SpiSession *session = palloc(sizeof(SpiSession));
+	RlSpiSession *session = palloc(sizeof(RlSpiSession));
 
-	GetUserIdAndSecContext(&session->save_userid, &session->save_sec_context);
-	SetUserIdAndSecContext(RlGetStateTable()->owner,
-						   session->save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
-						   SECURITY_RESTRICTED_OPERATION);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	RlSpiConnectAs(RlGetStateTable()->owner, session);
 	return session;
 }
 
 static void
 SpiEnd(void *handle)
 {
-	SpiSession *session = handle;
-
-	SPI_finish();
-	SetUserIdAndSecContext(session->save_userid, session->save_sec_context);
-	pfree(session);
+	RlSpiFinish(handle);
+	pfree(handle);
 }
 
 /* Runs one statement; returns SPI_processed, copying a fetched row to *out. */
@@ -107,23 +93,13 @@ RunStatement(SpiStatement which, const RlStateKey *key, const RlStateRow *in, Rl
 			nulls[7] = 'n';
 	}
 
-	if (saved_plans[which] == NULL)
-	{
-		SPIPlanPtr	plan = SPI_prepare(statement_sql[which], statement_nargs[which], argtypes);
-
-		if (plan == NULL)
-			elog(ERROR, "SPI_prepare failed for ratelimit statement: %s",
-				 SPI_result_code_string(SPI_result));
-		if (SPI_keepplan(plan) != 0)
-			elog(ERROR, "SPI_keepplan failed");
-		saved_plans[which] = plan;
-	}
-
 	/*
 	 * Not read-only: at READ COMMITTED each statement takes a new snapshot,
 	 * so rows read after FOR UPDATE locked a newer head row are as new.
 	 */
-	rc = SPI_execute_plan(saved_plans[which], values, nulls, false, 0);
+	rc = SPI_execute_plan(RlKeepPlan(&saved_plans[which], statement_sql[which],
+									 statement_nargs[which], argtypes),
+						  values, nulls, false, 0);
 	if (rc < 0)
 		elog(ERROR, "ratelimit statement failed: %s", SPI_result_code_string(rc));
 	processed = SPI_processed;

@@ -292,30 +292,19 @@ ZoneTable(void)
 static bool
 LoadZone(const char *name, RlZone *zone)
 {
-	Oid			owner = RlRelationOwner(ZoneTable());
-	Oid			save_userid;
-	int			save_sec_context;
+	RlSpiSession session;
 	Oid			argtypes[1] = {TEXTOID};
 	Datum		values[1];
+	SPIPlanPtr	plan;
 	bool		found;
 
 	values[0] = CStringGetTextDatum(name);
-	GetUserIdAndSecContext(&save_userid, &save_sec_context);
-	SetUserIdAndSecContext(owner, save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
-						   SECURITY_RESTRICTED_OPERATION);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	if (zone_lookup_plan == NULL)
-	{
-		SPIPlanPtr	plan = SPI_prepare("SELECT zone_id, algorithm, rate, period, burst, store, history"
-									   " FROM " RL_INTERNAL_SCHEMA ".zone"
-									   " WHERE zone OPERATOR(pg_catalog.=) $1", 1, argtypes);
-
-		if (plan == NULL || SPI_keepplan(plan) != 0)
-			elog(ERROR, "could not prepare the ratelimit zone lookup");
-		zone_lookup_plan = plan;
-	}
-	if (SPI_execute_snapshot(zone_lookup_plan, values, NULL, GetLatestSnapshot(),
+	RlSpiConnectAs(RlRelationOwner(ZoneTable()), &session);
+	plan = RlKeepPlan(&zone_lookup_plan,
+					  "SELECT zone_id, algorithm, rate, period, burst, store, history"
+					  " FROM " RL_INTERNAL_SCHEMA ".zone"
+					  " WHERE zone OPERATOR(pg_catalog.=) $1", 1, argtypes);
+	if (SPI_execute_snapshot(plan, values, NULL, GetLatestSnapshot(),
 							 InvalidSnapshot, true, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "ratelimit zone lookup failed");
 	found = SPI_processed > 0;
@@ -340,8 +329,7 @@ LoadZone(const char *name, RlZone *zone)
 							DatumGetIntervalP(SPI_getbinval(tuple, desc, 4, &isnull)),
 							burst_null, burst, TextDatumGetCString(store), &zone->limit);
 	}
-	SPI_finish();
-	SetUserIdAndSecContext(save_userid, save_sec_context);
+	RlSpiFinish(&session);
 	return found;
 }
 

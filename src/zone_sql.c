@@ -186,9 +186,9 @@ CheckCost(const ZoneCall *call)
 				 errhint("Such a call could never be admitted.")));
 }
 
-/* Reads zone, key and cost arguments (0, 1, 2) and checks them. */
+/* Reads zone, key and (with has_cost) cost arguments (0, 1, 2) and checks them. */
 static void
-PrepareZoneCall(FunctionCallInfo fcinfo, ZoneCall *call)
+PrepareZoneCall(FunctionCallInfo fcinfo, ZoneCall *call, bool has_cost)
 {
 	text	   *zone_name;
 
@@ -196,12 +196,17 @@ PrepareZoneCall(FunctionCallInfo fcinfo, ZoneCall *call)
 	zone_name = PG_GETARG_TEXT_PP(0);
 	call->zone_name = text_to_cstring(zone_name);
 	call->key.key = RlCheckedKey(fcinfo, 1, "key");
-	RlRequireNotNull(fcinfo, 2, "cost");
-	call->cost = PG_GETARG_INT32(2);
+	call->cost = 0;
+	if (has_cost)
+	{
+		RlRequireNotNull(fcinfo, 2, "cost");
+		call->cost = PG_GETARG_INT32(2);
+	}
 	RlLookupZone(zone_name, &call->zone);
 	call->key.zone_id = call->zone.zone_id;
 	call->key.part = 0;
-	CheckCost(call);
+	if (has_cost)
+		CheckCost(call);
 }
 
 static Datum
@@ -260,8 +265,7 @@ RecordHistory(const ZoneCall *call)
 	int64		txn_id = (int64) U64FromFullTransactionId(GetTopFullTransactionId());
 	Oid			nsp = get_namespace_oid(RL_INTERNAL_SCHEMA, false);
 	Oid			relid = get_relname_relid("history", nsp);
-	Oid			save_userid;
-	int			save_sec_context;
+	RlSpiSession session;
 
 	if (!OidIsValid(relid))
 		elog(ERROR, "ratelimit history table is missing");
@@ -272,26 +276,13 @@ RecordHistory(const ZoneCall *call)
 	values[4] = Int32GetDatum((int32) call->cost);
 	values[5] = BoolGetDatum(call->decision.allowed);
 
-	GetUserIdAndSecContext(&save_userid, &save_sec_context);
-	SetUserIdAndSecContext(RlRelationOwner(relid),
-						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
-						   SECURITY_RESTRICTED_OPERATION);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	if (plan == NULL)
-	{
-		SPIPlanPtr	prepared = SPI_prepare("INSERT INTO " RL_INTERNAL_SCHEMA ".history"
-										   " (txn_id, recorded_at, zone, key, cost, allowed)"
-										   " VALUES ($1, $2, $3, $4, $5, $6)", 6, argtypes);
-
-		if (prepared == NULL || SPI_keepplan(prepared) != 0)
-			elog(ERROR, "could not prepare the ratelimit history insert");
-		plan = prepared;
-	}
-	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_INSERT)
+	RlSpiConnectAs(RlRelationOwner(relid), &session);
+	if (SPI_execute_plan(RlKeepPlan(&plan, "INSERT INTO " RL_INTERNAL_SCHEMA ".history"
+									" (txn_id, recorded_at, zone, key, cost, allowed)"
+									" VALUES ($1, $2, $3, $4, $5, $6)", 6, argtypes),
+						 values, NULL, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not record ratelimit history");
-	SPI_finish();
-	SetUserIdAndSecContext(save_userid, save_sec_context);
+	RlSpiFinish(&session);
 	return txn_id;
 }
 
@@ -306,32 +297,6 @@ PrepareSlidingWindow(ZoneCall *call)
 {
 	call->window = palloc(sizeof(RlSlidingWindowState));
 	call->window_result = palloc(sizeof(RlSwDecision));
-}
-
-/*
- * A new key found no room in the shmem store: ratelimit.shmem_full_policy
- * says what the call gets (allow: the decision for a new key, unstored).
- */
-void
-RlApplyShmemFullPolicy(RlDecision *decision, const char *what)
-{
-	switch (rl_shmem_full_policy)
-	{
-		case RL_SHMEM_FULL_ALLOW:
-			break;
-		case RL_SHMEM_FULL_DENY:
-			decision->allowed = false;
-			decision->remaining = 0;
-			decision->retry_after_us = USECS_PER_SEC;
-			break;
-		case RL_SHMEM_FULL_ERROR:
-			ereport(ERROR,
-					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-					 errmsg("the ratelimit shmem store has no room for a new key of %s", what),
-					 errdetail("Its set of keys is full and none of them has recovered."),
-					 errhint("Raise ratelimit.shmem_max_keys (a restart is needed), or set "
-							 "ratelimit.shmem_full_policy to allow or deny.")));
-	}
 }
 
 /* The shmem store's path: one decision under the key's set lock. */
@@ -379,7 +344,7 @@ rl_limit(PG_FUNCTION_ARGS)
 {
 	ZoneCall	call;
 
-	PrepareZoneCall(fcinfo, &call);
+	PrepareZoneCall(fcinfo, &call, true);
 	return TakeFromZone(fcinfo, &call, "rl_limit()");
 }
 
@@ -388,7 +353,7 @@ rl_sliding_window(PG_FUNCTION_ARGS)
 {
 	ZoneCall	call;
 
-	PrepareZoneCall(fcinfo, &call);
+	PrepareZoneCall(fcinfo, &call, true);
 	if (!IsSlidingWindow(&call))
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
@@ -403,7 +368,7 @@ rl_peek(PG_FUNCTION_ARGS)
 {
 	ZoneCall	call;
 
-	PrepareZoneCall(fcinfo, &call);
+	PrepareZoneCall(fcinfo, &call, true);
 	call.now = RlNow();
 	if (call.zone.store == RL_STORE_SHMEM)
 		DecideInShmem(&call, true);
@@ -426,12 +391,7 @@ rl_reset(PG_FUNCTION_ARGS)
 	RlStateRow	removed;
 	bool		existed;
 
-	RlRequireNotNull(fcinfo, 0, "zone");
-	call.zone_name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	call.key.key = RlCheckedKey(fcinfo, 1, "key");
-	RlLookupZone(PG_GETARG_TEXT_PP(0), &call.zone);
-	call.key.zone_id = call.zone.zone_id;
-	call.key.part = 0;
+	PrepareZoneCall(fcinfo, &call, false);
 	if (call.zone.store == RL_STORE_SHMEM)
 		PG_RETURN_BOOL(RlShmemRemove(&call.key));
 	PreventCommandIfReadOnly("rl_reset()");
