@@ -77,14 +77,21 @@ typedef struct ShmemSet
 	ShmemEntry	entries[RL_SHMEM_WAYS];
 } ShmemSet;
 
+/* What rl_counters shows per zone, in its column order. */
+typedef enum ZoneCount
+{
+	COUNT_ALLOWED,
+	COUNT_REFUSED,
+	COUNT_EVICTED,
+	COUNT_FULL,					/* calls that found their set full */
+	ZONE_COUNTS
+} ZoneCount;
+
 typedef struct ZoneCounters
 {
 	/* database << 32 | (zone_id + 2): 0 is free (ad-hoc zone ids are 0 and -1) */
 	pg_atomic_uint64 tag;
-	pg_atomic_uint64 allowed;
-	pg_atomic_uint64 refused;
-	pg_atomic_uint64 evicted;
-	pg_atomic_uint64 full;		/* calls that found their set full */
+	pg_atomic_uint64 counts[ZONE_COUNTS];
 } ZoneCounters;
 
 typedef struct ShmemHeader
@@ -227,37 +234,20 @@ CountersOf(Oid dbid, int32 zone_id)
 	return NULL;				/* more zones than slots: not counted */
 }
 
-void
-RlShmemCount(int32 zone_id, bool allowed)
-{
-	ZoneCounters *counters;
-
-	if (shmem == NULL)
-		return;
-	counters = CountersOf(MyDatabaseId, zone_id);
-	if (counters != NULL)
-		pg_atomic_fetch_add_u64(allowed ? &counters->allowed : &counters->refused, 1);
-}
-
 static void
-CountEvent(Oid dbid, int32 zone_id, pg_atomic_uint64 *(*field) (ZoneCounters *))
+CountEvent(Oid dbid, int32 zone_id, ZoneCount what)
 {
 	ZoneCounters *counters = CountersOf(dbid, zone_id);
 
 	if (counters != NULL)
-		pg_atomic_fetch_add_u64(field(counters), 1);
+		pg_atomic_fetch_add_u64(&counters->counts[what], 1);
 }
 
-static pg_atomic_uint64 *
-EvictedField(ZoneCounters *c)
+void
+RlShmemCount(int32 zone_id, bool allowed)
 {
-	return &c->evicted;
-}
-
-static pg_atomic_uint64 *
-FullField(ZoneCounters *c)
-{
-	return &c->full;
+	if (shmem != NULL)
+		CountEvent(MyDatabaseId, zone_id, allowed ? COUNT_ALLOWED : COUNT_REFUSED);
 }
 
 /* ---- decisions ---- */
@@ -312,6 +302,13 @@ FillEntry(ShmemEntry *entry, const ShmemKey *key, const RlShmemLimit *limit, con
 	entry->row.entries = NULL;
 }
 
+static void
+FreeEntry(ShmemSet *set, int index)
+{
+	set->tags[index] = 0;
+	memset(&set->entries[index], 0, sizeof(ShmemEntry));
+}
+
 /* A free entry of the set, or an idle one evicted for it; -1 when none. */
 static int
 ClaimEntry(ShmemSet *set, TimestampTz now)
@@ -323,7 +320,7 @@ ClaimEntry(ShmemSet *set, TimestampTz now)
 	{
 		if (EntryIdle(&set->entries[i], now))
 		{
-			CountEvent(set->entries[i].dbid, set->entries[i].zone_id, EvictedField);
+			CountEvent(set->entries[i].dbid, set->entries[i].zone_id, COUNT_EVICTED);
 			return i;
 		}
 	}
@@ -375,8 +372,34 @@ RlShmemUpdate(const RlStateKey *key, const RlShmemLimit *limit, TimestampTz now,
 	}
 	SpinLockRelease(&set->mutex);
 	if (outcome == RL_SHMEM_FULL)
-		CountEvent(MyDatabaseId, key->zone_id, FullField);
+		CountEvent(MyDatabaseId, key->zone_id, COUNT_FULL);
 	return outcome;
+}
+
+/*
+ * A new key found no room in the shmem store: ratelimit.shmem_full_policy
+ * says what the call gets (allow: the decision for a new key, unstored).
+ */
+void
+RlApplyShmemFullPolicy(RlDecision *decision, const char *what)
+{
+	switch (rl_shmem_full_policy)
+	{
+		case RL_SHMEM_FULL_ALLOW:
+			break;
+		case RL_SHMEM_FULL_DENY:
+			decision->allowed = false;
+			decision->remaining = 0;
+			decision->retry_after_us = USECS_PER_SEC;
+			break;
+		case RL_SHMEM_FULL_ERROR:
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("the ratelimit shmem store has no room for a new key of %s", what),
+					 errdetail("Its set of keys is full and none of them has recovered."),
+					 errhint("Raise ratelimit.shmem_max_keys (a restart is needed), or set "
+							 "ratelimit.shmem_full_policy to allow or deny.")));
+	}
 }
 
 bool
@@ -392,18 +415,19 @@ RlShmemRemove(const RlStateKey *key)
 	SpinLockAcquire(&set->mutex);
 	index = FindInSet(set, &skey);
 	if (index >= 0)
-	{
-		set->tags[index] = 0;
-		memset(&set->entries[index], 0, sizeof(ShmemEntry));
-	}
+		FreeEntry(set, index);
 	SpinLockRelease(&set->mutex);
 	return index >= 0;
 }
 
-int64
-RlShmemRemoveZone(int32 zone_id)
+/*
+ * Visits this database's entries of a zone: removes them (relimit NULL) or
+ * gives them a new limit.  Returns how many it visited.
+ */
+static int64
+VisitZoneEntries(int32 zone_id, const RlZoneLimit *relimit)
 {
-	int64		removed = 0;
+	int64		visited = 0;
 
 	if (shmem == NULL)
 		return 0;
@@ -414,43 +438,35 @@ RlShmemRemoveZone(int32 zone_id)
 		SpinLockAcquire(&set->mutex);
 		for (int i = 0; i < RL_SHMEM_WAYS; i++)
 		{
-			if (set->tags[i] != 0 && set->entries[i].dbid == MyDatabaseId &&
-				set->entries[i].zone_id == zone_id)
+			ShmemEntry *entry = &set->entries[i];
+
+			if (set->tags[i] == 0 || entry->dbid != MyDatabaseId || entry->zone_id != zone_id)
+				continue;
+			if (relimit == NULL)
+				FreeEntry(set, i);
+			else
 			{
-				set->tags[i] = 0;
-				memset(&set->entries[i], 0, sizeof(ShmemEntry));
-				removed++;
+				entry->limit.is_bucket = false;
+				entry->limit.zone = *relimit;
 			}
+			visited++;
 		}
 		SpinLockRelease(&set->mutex);
 		CHECK_FOR_INTERRUPTS();
 	}
-	return removed;
+	return visited;
+}
+
+int64
+RlShmemRemoveZone(int32 zone_id)
+{
+	return VisitZoneEntries(zone_id, NULL);
 }
 
 void
 RlShmemRelimitZone(int32 zone_id, const RlZoneLimit *limit)
 {
-	if (shmem == NULL)
-		return;
-	for (uint32 s = 0; s < shmem->nsets; s++)
-	{
-		ShmemSet   *set = &shmem->sets[s];
-
-		SpinLockAcquire(&set->mutex);
-		for (int i = 0; i < RL_SHMEM_WAYS; i++)
-		{
-			ShmemEntry *entry = &set->entries[i];
-
-			if (set->tags[i] != 0 && entry->dbid == MyDatabaseId && entry->zone_id == zone_id)
-			{
-				entry->limit.is_bucket = false;
-				entry->limit.zone = *limit;
-			}
-		}
-		SpinLockRelease(&set->mutex);
-		CHECK_FOR_INTERRUPTS();
-	}
+	(void) VisitZoneEntries(zone_id, limit);
 }
 
 /* ---- counters view: rl_shmem_counters() ---- */
@@ -474,10 +490,8 @@ rl_shmem_counters(PG_FUNCTION_ARGS)
 		if (tag == 0 || (Oid) (tag >> 32) != MyDatabaseId)
 			continue;
 		values[0] = Int32GetDatum((int32) (uint32) tag - 2);
-		values[1] = Int64GetDatum((int64) pg_atomic_read_u64(&c->allowed));
-		values[2] = Int64GetDatum((int64) pg_atomic_read_u64(&c->refused));
-		values[3] = Int64GetDatum((int64) pg_atomic_read_u64(&c->evicted));
-		values[4] = Int64GetDatum((int64) pg_atomic_read_u64(&c->full));
+		for (int what = 0; what < ZONE_COUNTS; what++)
+			values[1 + what] = Int64GetDatum((int64) pg_atomic_read_u64(&c->counts[what]));
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	PG_RETURN_VOID();
@@ -632,10 +646,8 @@ ShmemStartup(void)
 		for (int i = 0; i < RL_SHMEM_ZONE_SLOTS; i++)
 		{
 			pg_atomic_init_u64(&shmem->zones[i].tag, 0);
-			pg_atomic_init_u64(&shmem->zones[i].allowed, 0);
-			pg_atomic_init_u64(&shmem->zones[i].refused, 0);
-			pg_atomic_init_u64(&shmem->zones[i].evicted, 0);
-			pg_atomic_init_u64(&shmem->zones[i].full, 0);
+			for (int what = 0; what < ZONE_COUNTS; what++)
+				pg_atomic_init_u64(&shmem->zones[i].counts[what], 0);
 		}
 	}
 	LWLockRelease(AddinShmemInitLock);

@@ -39,6 +39,9 @@ typedef enum RlShmemOutcome
 extern RlShmemOutcome RlShmemUpdate(const RlStateKey *key, const RlShmemLimit *limit,
 									TimestampTz now, RlDecideFn decide, void *arg, bool peek);
 
+/* ratelimit.shmem_full_policy applied to a decision that found no room. */
+extern void RlApplyShmemFullPolicy(RlDecision *decision, const char *what);
+
 /* Forgets one key; false when it had no state. */
 extern bool RlShmemRemove(const RlStateKey *key);
 

@@ -9,7 +9,6 @@
 #include "core/rl_core.h"
 #include "state_cache.h"
 #include "store_shmem.h"
-#include "zone.h"
 
 PG_FUNCTION_INFO_V1(rl_token_bucket);
 

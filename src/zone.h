@@ -32,7 +32,4 @@ extern const char *RlAlgorithmName(RlAlgorithm algorithm);
 
 extern void RlZoneCacheInit(void);
 
-/* ratelimit.shmem_full_policy applied to a decision that found no room. */
-extern void RlApplyShmemFullPolicy(RlDecision *decision, const char *what);
-
 #endif							/* RL_ZONE_H */
