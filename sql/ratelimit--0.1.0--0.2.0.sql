@@ -133,6 +133,7 @@ SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
     existing ratelimit.zone;
+    fresh boolean;
 BEGIN
     IF zone IS NULL OR zone = '' THEN
         RAISE EXCEPTION 'zone must not be null or empty' USING ERRCODE = CASE WHEN zone IS NULL THEN '22004' ELSE '22023' END;
@@ -151,21 +152,20 @@ BEGIN
         INSERT INTO ratelimit.zone (zone, algorithm, rate, period, burst, store, history)
         VALUES (rl_zone_set.zone, rl_zone_set.algorithm, rl_zone_set.rate, rl_zone_set.period,
                 rl_zone_set.burst, rl_zone_set.store, rl_zone_set.history);
-    ELSIF existing.algorithm IS DISTINCT FROM rl_zone_set.algorithm
-       OR existing.store IS DISTINCT FROM rl_zone_set.store THEN
+    ELSE
+        fresh := existing.algorithm IS DISTINCT FROM rl_zone_set.algorithm
+                 OR existing.store IS DISTINCT FROM rl_zone_set.store;
         -- Another algorithm or store cannot read the old state: start afresh
         -- under a new id, so no session can mistake old rows for new ones.
-        PERFORM ratelimit.forget_zone_state(existing.zone_id);
-        DELETE FROM ratelimit.state s WHERE s.zone_id = existing.zone_id;
+        -- Otherwise existing keys keep their state under the new limit.
+        IF fresh THEN
+            PERFORM ratelimit.forget_zone_state(existing.zone_id);
+            DELETE FROM ratelimit.state s WHERE s.zone_id = existing.zone_id;
+        END IF;
         UPDATE ratelimit.zone z
-        SET zone_id = nextval('ratelimit.zone_id_seq'), algorithm = rl_zone_set.algorithm,
+        SET zone_id = CASE WHEN fresh THEN nextval('ratelimit.zone_id_seq')::int ELSE z.zone_id END,
+            algorithm = rl_zone_set.algorithm, store = rl_zone_set.store,
             rate = rl_zone_set.rate, period = rl_zone_set.period, burst = rl_zone_set.burst,
-            store = rl_zone_set.store, history = rl_zone_set.history, updated_at = now()
-        WHERE z.zone_id = existing.zone_id;
-    ELSE
-        -- Same algorithm: existing keys keep their state under the new limit.
-        UPDATE ratelimit.zone z
-        SET rate = rl_zone_set.rate, period = rl_zone_set.period, burst = rl_zone_set.burst,
             history = rl_zone_set.history, updated_at = now()
         WHERE z.zone_id = existing.zone_id;
     END IF;
