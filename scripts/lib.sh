@@ -124,3 +124,31 @@ rl_cluster_stop() {
 rl_psql() {
 	"$RL_PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 "$@"
 }
+
+# TAP checks for the scripts under test/: rl_check NAME EXPECTED ACTUAL
+# prints "ok - NAME" or "not ok - ..." and counts into passed / failed.
+passed=0 failed=0
+rl_check() {
+	if [ "$2" = "$3" ]; then
+		echo "ok - $1"; passed=$((passed + 1))
+	else
+		echo "not ok - $1 (expected '$2', got '$3')"; failed=$((failed + 1))
+	fi
+}
+
+# rl_kill_busy_backend DB PATTERN: SIGKILLs the active backend of DB whose
+# query contains PATTERN, once it has run a moment; prints its pid, or
+# nothing when none showed up within 10 s.
+rl_kill_busy_backend() {
+	local db=$1 pattern=$2 pid=""
+	for _ in $(seq 1 100); do
+		pid=$(rl_psql -d postgres -tA -c "SELECT pid FROM pg_stat_activity WHERE datname = '$db' AND query LIKE '%$pattern%' AND state = 'active' AND pid <> pg_backend_pid()" 2>/dev/null | head -1)
+		[ -n "$pid" ] && break
+		sleep 0.1
+	done
+	if [ -n "$pid" ]; then
+		sleep 0.3
+		rl_as_cluster_user kill -9 "$pid"
+	fi
+	echo "$pid"
+}

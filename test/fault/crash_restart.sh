@@ -7,14 +7,6 @@
 set -uo pipefail
 source "$(dirname "$0")/../../scripts/lib.sh"
 
-passed=0 failed=0
-check() {		# check NAME EXPECTED ACTUAL
-	if [ "$2" = "$3" ]; then
-		echo "ok - $1"; passed=$((passed + 1))
-	else
-		echo "not ok - $1 (expected '$2', got '$3')"; failed=$((failed + 1))
-	fi
-}
 q() { rl_psql -d rl_fault -tA -c "SET ratelimit.now_override = '2026-01-01 00:00:00+00'" -c "$1" 2>&1; }
 wait_ready() {
 	for _ in $(seq 1 60); do
@@ -27,48 +19,39 @@ wait_ready() {
 rl_psql -d postgres -c 'DROP DATABASE IF EXISTS rl_fault' -c 'CREATE DATABASE rl_fault' >/dev/null
 rl_psql -d rl_fault -c 'CREATE EXTENSION ratelimit' >/dev/null
 
-check "take 4 of 10 tokens" 6 "$(q "SELECT rl_token_bucket('crash', 1, 10, 4)")"
+rl_check "take 4 of 10 tokens" 6 "$(q "SELECT rl_token_bucket('crash', 1, 10, 4)")"
 
 rl_cluster_ctl restart -m fast -w -l "$RL_CLUSTER_DIR/server.log" >/dev/null
-check "state survives a clean restart" 6 "$(q "SELECT rl_token_bucket('crash', 1, 10, 0)")"
+rl_check "state survives a clean restart" 6 "$(q "SELECT rl_token_bucket('crash', 1, 10, 0)")"
 
 rl_cluster_ctl stop -m immediate -w >/dev/null
 rl_cluster_ctl start -w -l "$RL_CLUSTER_DIR/server.log" >/dev/null
 wait_ready
-check "unlogged state is empty after a crash (fail-open)" 0 "$(q "SELECT count(*) FROM ratelimit.token_bucket")"
-check "a key starts full again after a crash" 10 "$(q "SELECT rl_token_bucket('crash', 1, 10, 0)")"
+rl_check "unlogged state is empty after a crash (fail-open)" 0 "$(q "SELECT count(*) FROM ratelimit.token_bucket")"
+rl_check "a key starts full again after a crash" 10 "$(q "SELECT rl_token_bucket('crash', 1, 10, 0)")"
 
 # Kill a backend in the middle of a long bulk call on one key.
 q "SELECT pg_sleep(0) FROM (SELECT rl_token_bucket('killed', 1e6, 60) FROM generate_series(1, 50000000)) s" >/dev/null 2>&1 &
 bulk=$!
-pid=""
-for _ in $(seq 1 100); do
-	pid=$(rl_psql -d postgres -tA -c "SELECT pid FROM pg_stat_activity WHERE datname = 'rl_fault' AND query LIKE '%killed%' AND state = 'active' AND pid <> pg_backend_pid()" 2>/dev/null | head -1)
-	[ -n "$pid" ] && break
-	sleep 0.1
-done
-if [ -n "$pid" ]; then
-	sleep 0.3
-	rl_as_cluster_user kill -9 "$pid"
-fi
+pid=$(rl_kill_busy_backend rl_fault killed)
 wait "$bulk" 2>/dev/null
-check "found the busy backend to kill" yes "$([ -n "$pid" ] && echo yes || echo no)"
+rl_check "found the busy backend to kill" yes "$([ -n "$pid" ] && echo yes || echo no)"
 wait_ready
 ready=no
 for _ in $(seq 1 60); do
 	[ "$(q 'SELECT 1' | tail -1)" = 1 ] && { ready=yes; break; }
 	sleep 0.5
 done
-check "server answers after a backend was killed" yes "$ready"
-check "decisions work after recovery" 9 "$(q "SELECT rl_token_bucket('after-kill', 1, 10)")"
-check "bulk call's key was never committed" 0 "$(q "SELECT count(*) FROM ratelimit.token_bucket WHERE id = 'killed'")"
+rl_check "server answers after a backend was killed" yes "$ready"
+rl_check "decisions work after recovery" 9 "$(q "SELECT rl_token_bucket('after-kill', 1, 10)")"
+rl_check "bulk call's key was never committed" 0 "$(q "SELECT count(*) FROM ratelimit.token_bucket WHERE id = 'killed'")"
 
 # A cancelled call (statement_timeout) leaves consistent state.
 q "SELECT rl_token_bucket('timeout', 1, 10, 2)" >/dev/null
 out=$(rl_psql -d rl_fault -tA -c "SET ratelimit.now_override = '2026-01-01 00:00:00+00'" -c "SET statement_timeout = '200ms'" \
 	-c "SELECT count(*) FROM (SELECT rl_token_bucket('timeout', 1e6, 600) FROM generate_series(1, 50000000)) s" 2>&1)
-check "statement_timeout cancels a long call" yes "$(echo "$out" | grep -q 'canceling statement due to statement timeout' && echo yes || echo no)"
-check "cancelled call changed nothing" 8 "$(q "SELECT rl_token_bucket('timeout', 1, 10, 0)")"
+rl_check "statement_timeout cancels a long call" yes "$(echo "$out" | grep -q 'canceling statement due to statement timeout' && echo yes || echo no)"
+rl_check "cancelled call changed nothing" 8 "$(q "SELECT rl_token_bucket('timeout', 1, 10, 0)")"
 
 # A bad test-clock value in postgresql.conf is refused at reload; it must
 # not take down a backend that has the library loaded (PostgreSQL 15 raises
@@ -80,7 +63,7 @@ out=$(rl_psql -d rl_fault -tA -c "SELECT rl_token_bucket('reload', 1, 10, 0)" -c
 	-c "SELECT pg_sleep(1)" -c "SELECT 'alive'" 2>&1 | tail -1)
 rl_as_cluster_user mv "$conf.orig" "$conf"
 rl_psql -d postgres -tA -c "SELECT pg_reload_conf()" >/dev/null
-check "a bad ratelimit.now_override at reload leaves the session alive" alive "$out"
+rl_check "a bad ratelimit.now_override at reload leaves the session alive" alive "$out"
 
 rl_psql -d postgres -c 'DROP DATABASE rl_fault' >/dev/null
 echo "fault: $passed passed, $failed failed"

@@ -20,14 +20,6 @@
 set -uo pipefail
 source "$(dirname "$0")/../../scripts/lib.sh"
 
-passed=0 failed=0
-check() {		# check NAME EXPECTED ACTUAL
-	if [ "$2" = "$3" ]; then
-		echo "ok - $1"; passed=$((passed + 1))
-	else
-		echo "not ok - $1 (expected '$2', got '$3')"; failed=$((failed + 1))
-	fi
-}
 cleanup() {
 	local c
 	for c in shmemfault shmemfull nopreload; do
@@ -86,80 +78,71 @@ q "SELECT rl_zone_set('f_tb', 'token_bucket', 10, '1 minute', store => 'shmem'),
 # (a) Four keys: a token_bucket zone (capacity 10, one token every 6 s), a
 # fixed_window zone (5 per hour), rl_token_bucket and rl_gcra on the shmem
 # store.  The test clock stands still, so the next values are exact.
-check "(a) shmem zone: take 4 of 10" 6 "$(q "SELECT remaining FROM rl_limit('f_tb', 'k', 4)")"
-check "(a) fixed_window shmem zone: take 2 of 5" 3 "$(q "SELECT remaining FROM rl_limit('f_fw', 'k', 2)")"
-check "(a) rl_token_bucket on shmem: take 4 of 10" 6 "$(q "SELECT rl_token_bucket('fault', 1, 10, 4)" ratelimit.default_store=shmem)"
-check "(a) rl_gcra on shmem: take 5 of 16" 11 "$(q "SELECT remaining FROM rl_gcra('fault', 15, 30, 60, 5)" ratelimit.default_store=shmem)"
-check "(a) nothing of it is in the state table" 0 "$(q "SELECT count(*) FROM ratelimit.state")"
-check "(a) no state file while running" absent "$(state_file)"
-check "(a) no key was loaded at the first start" 0 "$(loaded_lines)"
+rl_check "(a) shmem zone: take 4 of 10" 6 "$(q "SELECT remaining FROM rl_limit('f_tb', 'k', 4)")"
+rl_check "(a) fixed_window shmem zone: take 2 of 5" 3 "$(q "SELECT remaining FROM rl_limit('f_fw', 'k', 2)")"
+rl_check "(a) rl_token_bucket on shmem: take 4 of 10" 6 "$(q "SELECT rl_token_bucket('fault', 1, 10, 4)" ratelimit.default_store=shmem)"
+rl_check "(a) rl_gcra on shmem: take 5 of 16" 11 "$(q "SELECT remaining FROM rl_gcra('fault', 15, 30, 60, 5)" ratelimit.default_store=shmem)"
+rl_check "(a) nothing of it is in the state table" 0 "$(q "SELECT count(*) FROM ratelimit.state")"
+rl_check "(a) no state file while running" absent "$(state_file)"
+rl_check "(a) no key was loaded at the first start" 0 "$(loaded_lines)"
 
 rl_cluster_ctl restart -m fast -w -l "$RL_CLUSTER_DIR/server.log" >/dev/null
-check "(a) restart -m fast: the log says 4 keys were loaded" 1 \
+rl_check "(a) restart -m fast: the log says 4 keys were loaded" 1 \
 	"$(grep -c 'ratelimit: loaded 4 keys of the shmem store from "pg_stat/ratelimit_shmem.state"' "$RL_CLUSTER_DIR/server.log")"
-check "(a) the state file is removed once loaded" absent "$(state_file)"
-check "(a) counters start again with the server (empty view)" 0 "$(q "SELECT count(*) FROM rl_counters")"
-check "(a) shmem zone key survives: 6 left" 6 "$(q "SELECT remaining FROM rl_limit('f_tb', 'k', 0)")"
-check "(a) fixed_window key survives: 3 left" 3 "$(q "SELECT remaining FROM rl_limit('f_fw', 'k', 0)")"
-check "(a) rl_token_bucket key survives: 6 left" 6 "$(q "SELECT rl_token_bucket('fault', 1, 10, 0)" ratelimit.default_store=shmem)"
-check "(a) rl_gcra key survives: 11 left" 11 "$(q "SELECT remaining FROM rl_gcra('fault', 15, 30, 60, 0)" ratelimit.default_store=shmem)"
-check "(a) a new key is still full" 10 "$(q "SELECT remaining FROM rl_limit('f_tb', 'new', 0)")"
-check "(a) take 1 more: 5 left" 5 "$(q "SELECT remaining FROM rl_limit('f_tb', 'k')")"
+rl_check "(a) the state file is removed once loaded" absent "$(state_file)"
+rl_check "(a) counters start again with the server (empty view)" 0 "$(q "SELECT count(*) FROM rl_counters")"
+rl_check "(a) shmem zone key survives: 6 left" 6 "$(q "SELECT remaining FROM rl_limit('f_tb', 'k', 0)")"
+rl_check "(a) fixed_window key survives: 3 left" 3 "$(q "SELECT remaining FROM rl_limit('f_fw', 'k', 0)")"
+rl_check "(a) rl_token_bucket key survives: 6 left" 6 "$(q "SELECT rl_token_bucket('fault', 1, 10, 0)" ratelimit.default_store=shmem)"
+rl_check "(a) rl_gcra key survives: 11 left" 11 "$(q "SELECT remaining FROM rl_gcra('fault', 15, 30, 60, 0)" ratelimit.default_store=shmem)"
+rl_check "(a) a new key is still full" 10 "$(q "SELECT remaining FROM rl_limit('f_tb', 'new', 0)")"
+rl_check "(a) take 1 more: 5 left" 5 "$(q "SELECT remaining FROM rl_limit('f_tb', 'k')")"
 
 # A smart shutdown is clean too: stopped, the file is there (and no .tmp).
 rl_cluster_ctl stop -m smart -w >/dev/null
-check "(a) stop -m smart writes the state file" present "$(state_file)"
-check "(a) no temporary file left" absent \
+rl_check "(a) stop -m smart writes the state file" present "$(state_file)"
+rl_check "(a) no temporary file left" absent \
 	"$(rl_as_cluster_user test -e "$RL_PGDATA/pg_stat/ratelimit_shmem.state.tmp" && echo present || echo absent)"
 rl_cluster_ctl start -w -l "$RL_CLUSTER_DIR/server.log" >/dev/null
-check "(a) smart stop + start: the log says 4 keys were loaded again" 2 \
+rl_check "(a) smart stop + start: the log says 4 keys were loaded again" 2 \
 	"$(grep -c 'ratelimit: loaded 4 keys of the shmem store' "$RL_CLUSTER_DIR/server.log")"
-check "(a) the key survives a second restart: 5 left" 5 "$(q "SELECT remaining FROM rl_limit('f_tb', 'k', 0)")"
-check "(a) the state file is removed once loaded (again)" absent "$(state_file)"
+rl_check "(a) the key survives a second restart: 5 left" 5 "$(q "SELECT remaining FROM rl_limit('f_tb', 'k', 0)")"
+rl_check "(a) the state file is removed once loaded (again)" absent "$(state_file)"
 
 # (c) Kill a backend in the middle of a long bulk call on a shmem key.  The
 # postmaster reinitializes shared memory: every key starts afresh, and the
 # state file of the last clean start (removed once loaded) does not come
 # back.
-check "(c) take 4 of 10 on a second key" 6 "$(q "SELECT remaining FROM rl_limit('f_tb', 'before-kill', 4)")"
+rl_check "(c) take 4 of 10 on a second key" 6 "$(q "SELECT remaining FROM rl_limit('f_tb', 'before-kill', 4)")"
 q "SELECT count(*) FILTER (WHERE (r).allowed)
    FROM (SELECT rl_limit('f_tb', 'killed') AS r FROM generate_series(1, 100000000) OFFSET 0) s" >/dev/null 2>&1 &
 bulk=$!
-pid=""
-for _ in $(seq 1 100); do
-	pid=$(rl_psql -d postgres -tA -c "SELECT pid FROM pg_stat_activity WHERE datname = '$DB' AND query LIKE '%killed%' AND state = 'active' AND pid <> pg_backend_pid()" 2>/dev/null | head -1)
-	[ -n "$pid" ] && break
-	sleep 0.1
-done
-if [ -n "$pid" ]; then
-	sleep 0.3
-	rl_as_cluster_user kill -9 "$pid"
-fi
+pid=$(rl_kill_busy_backend "$DB" killed)
 wait "$bulk" 2>/dev/null
-check "(c) found the busy backend to kill" yes "$([ -n "$pid" ] && echo yes || echo no)"
-check "(c) the server answers after crash recovery" yes "$(wait_answering)"
-check "(c) the server log shows the crash" yes \
+rl_check "(c) found the busy backend to kill" yes "$([ -n "$pid" ] && echo yes || echo no)"
+rl_check "(c) the server answers after crash recovery" yes "$(wait_answering)"
+rl_check "(c) the server log shows the crash" yes \
 	"$(grep -q 'terminated by signal 9' "$RL_CLUSTER_DIR/server.log" && echo yes || echo no)"
-check "(c) nothing was loaded at the reinitialization" 2 "$(loaded_lines)"
-check "(c) the key of the killed call starts full" 10 "$(q "SELECT remaining FROM rl_limit('f_tb', 'killed', 0)")"
-check "(c) the other key starts full" 10 "$(q "SELECT remaining FROM rl_limit('f_tb', 'before-kill', 0)")"
-check "(c) the key saved at the last clean stop is not loaded again" 10 "$(q "SELECT remaining FROM rl_limit('f_tb', 'k', 0)")"
-check "(c) rl_token_bucket's key starts full" 10 "$(q "SELECT rl_token_bucket('fault', 1, 10, 0)" ratelimit.default_store=shmem)"
-check "(c) decisions work after recovery" 9 "$(q "SELECT remaining FROM rl_limit('f_tb', 'after-kill')")"
+rl_check "(c) nothing was loaded at the reinitialization" 2 "$(loaded_lines)"
+rl_check "(c) the key of the killed call starts full" 10 "$(q "SELECT remaining FROM rl_limit('f_tb', 'killed', 0)")"
+rl_check "(c) the other key starts full" 10 "$(q "SELECT remaining FROM rl_limit('f_tb', 'before-kill', 0)")"
+rl_check "(c) the key saved at the last clean stop is not loaded again" 10 "$(q "SELECT remaining FROM rl_limit('f_tb', 'k', 0)")"
+rl_check "(c) rl_token_bucket's key starts full" 10 "$(q "SELECT rl_token_bucket('fault', 1, 10, 0)" ratelimit.default_store=shmem)"
+rl_check "(c) decisions work after recovery" 9 "$(q "SELECT remaining FROM rl_limit('f_tb', 'after-kill')")"
 
 # (b) An immediate stop writes no file: every key starts afresh.
-check "(b) take 7 of 10" 3 "$(q "SELECT remaining FROM rl_limit('f_tb', 'k', 7)")"
-check "(b) rl_token_bucket: take 8 of 10" 2 "$(q "SELECT rl_token_bucket('fault', 1, 10, 8)" ratelimit.default_store=shmem)"
+rl_check "(b) take 7 of 10" 3 "$(q "SELECT remaining FROM rl_limit('f_tb', 'k', 7)")"
+rl_check "(b) rl_token_bucket: take 8 of 10" 2 "$(q "SELECT rl_token_bucket('fault', 1, 10, 8)" ratelimit.default_store=shmem)"
 rl_cluster_ctl stop -m immediate -w >/dev/null
-check "(b) stop -m immediate writes no state file" absent "$(state_file)"
+rl_check "(b) stop -m immediate writes no state file" absent "$(state_file)"
 rl_cluster_ctl start -w -l "$RL_CLUSTER_DIR/server.log" >/dev/null
-check "(b) the server answers after the immediate stop" yes "$(wait_answering)"
-check "(b) nothing was loaded" 2 "$(loaded_lines)"
-check "(b) the zone key starts full" 10 "$(q "SELECT remaining FROM rl_limit('f_tb', 'k', 0)")"
-check "(b) the fixed_window key starts full" 5 "$(q "SELECT remaining FROM rl_limit('f_fw', 'k', 0)")"
-check "(b) rl_token_bucket's key starts full" 10 "$(q "SELECT rl_token_bucket('fault', 1, 10, 0)" ratelimit.default_store=shmem)"
-check "(b) rl_gcra's key starts full" 16 "$(q "SELECT remaining FROM rl_gcra('fault', 15, 30, 60, 0)" ratelimit.default_store=shmem)"
-check "(b) decisions work" 9 "$(q "SELECT remaining FROM rl_limit('f_tb', 'k')")"
+rl_check "(b) the server answers after the immediate stop" yes "$(wait_answering)"
+rl_check "(b) nothing was loaded" 2 "$(loaded_lines)"
+rl_check "(b) the zone key starts full" 10 "$(q "SELECT remaining FROM rl_limit('f_tb', 'k', 0)")"
+rl_check "(b) the fixed_window key starts full" 5 "$(q "SELECT remaining FROM rl_limit('f_fw', 'k', 0)")"
+rl_check "(b) rl_token_bucket's key starts full" 10 "$(q "SELECT rl_token_bucket('fault', 1, 10, 0)" ratelimit.default_store=shmem)"
+rl_check "(b) rl_gcra's key starts full" 16 "$(q "SELECT remaining FROM rl_gcra('fault', 15, 30, 60, 0)" ratelimit.default_store=shmem)"
+rl_check "(b) decisions work" 9 "$(q "SELECT remaining FROM rl_limit('f_tb', 'k')")"
 
 # (f) Two databases, each with a fresh extension: their first zones have
 # the same zone id.  On the table store everything is per database; the
@@ -168,18 +151,18 @@ new_db rl_shmem_a
 new_db rl_shmem_b
 DB=rl_shmem_a q "SELECT rl_zone_set('xdb_a', 'token_bucket', 10, '1 minute', store => 'shmem')" >/dev/null
 DB=rl_shmem_b q "SELECT rl_zone_set('xdb_b', 'fixed_window', 10, '1 minute', store => 'shmem')" >/dev/null
-check "(f) precondition: both databases' zones have zone id 1" "1 1" \
+rl_check "(f) precondition: both databases' zones have zone id 1" "1 1" \
 	"$(DB=rl_shmem_a q "SELECT zone_id FROM ratelimit.zone") $(DB=rl_shmem_b q "SELECT zone_id FROM ratelimit.zone")"
-check "(f) database a: take 7 of 10 on key xk" 3 "$(DB=rl_shmem_a q "SELECT remaining FROM rl_limit('xdb_a', 'xk', 7)")"
-check "(f) database b: key xk of its own zone is new (9 of 10 left after one call)" 9 \
+rl_check "(f) database a: take 7 of 10 on key xk" 3 "$(DB=rl_shmem_a q "SELECT remaining FROM rl_limit('xdb_a', 'xk', 7)")"
+rl_check "(f) database b: key xk of its own zone is new (9 of 10 left after one call)" 9 \
 	"$(DB=rl_shmem_b q "SELECT remaining FROM rl_limit('xdb_b', 'xk')")"
-check "(f) database b's rl_counters counts only its zone's call" "1 0 0 0" "$(DB=rl_shmem_b counters xdb_b)"
-check "(f) database a: rl_token_bucket on shmem, take 4 of 10" 6 \
+rl_check "(f) database b's rl_counters counts only its zone's call" "1 0 0 0" "$(DB=rl_shmem_b counters xdb_b)"
+rl_check "(f) database a: rl_token_bucket on shmem, take 4 of 10" 6 \
 	"$(DB=rl_shmem_a q "SELECT rl_token_bucket('xdb', 1, 10, 4)" ratelimit.default_store=shmem)"
-check "(f) database b: rl_token_bucket key of the same name is its own (9 left)" 9 \
+rl_check "(f) database b: rl_token_bucket key of the same name is its own (9 left)" 9 \
 	"$(DB=rl_shmem_b q "SELECT rl_token_bucket('xdb', 1, 10)" ratelimit.default_store=shmem)"
 DB=rl_shmem_b q "SELECT rl_zone_drop('xdb_b')" >/dev/null
-check "(f) dropping database b's zone leaves database a's key alone (3 left)" 3 \
+rl_check "(f) dropping database b's zone leaves database a's key alone (3 left)" 3 \
 	"$(DB=rl_shmem_a q "SELECT remaining FROM rl_limit('xdb_a', 'xk', 0)")"
 rl_cluster_stop
 
@@ -188,7 +171,7 @@ echo "# shmemfull: ratelimit.shmem_max_keys = 64"
 rl_cluster_start shmemfull "fsync = off" "ratelimit.shmem_max_keys = 64"
 DB=rl_shmem
 new_db $DB
-check "(d) ratelimit.shmem_max_keys is 64" 64 "$(q "SHOW ratelimit.shmem_max_keys")"
+rl_check "(d) ratelimit.shmem_max_keys is 64" 64 "$(q "SHOW ratelimit.shmem_max_keys")"
 # Capacity 1, one token a minute: a key that took its token has recovered
 # 60 s later.  64 entries = 8 sets of 8; 5000 keys fill every set.
 q "SELECT rl_zone_set('full_tb', 'token_bucket', 1, '1 minute', store => 'shmem')" >/dev/null
@@ -200,60 +183,60 @@ many() {
 }
 T0='2026-01-01 00:00:00+00' T1='2026-01-01 00:01:01+00' T2='2026-01-01 00:02:02+00' T3='2026-01-01 00:03:03+00'
 
-check "(d) 5000 new keys, policy allow: all admitted" "5000 0" "$(many "$T0" full_tb k 5000)"
-check "(d) 64 stored, 4936 found no room (counted as full)" "5000 0 0 4936" "$(counters full_tb)"
-check "(d) the same keys again: the 64 stored ones are empty (refused), the others decide as new (allow)" \
+rl_check "(d) 5000 new keys, policy allow: all admitted" "5000 0" "$(many "$T0" full_tb k 5000)"
+rl_check "(d) 64 stored, 4936 found no room (counted as full)" "5000 0 0 4936" "$(counters full_tb)"
+rl_check "(d) the same keys again: the 64 stored ones are empty (refused), the others decide as new (allow)" \
 	"4936 64" "$(many "$T0" full_tb k 5000)"
-check "(d) counters: 9936 allowed, 64 refused, nothing evicted (no key has recovered)" \
+rl_check "(d) counters: 9936 allowed, 64 refused, nothing evicted (no key has recovered)" \
 	"9936 64 0 9872" "$(counters full_tb)"
-check "(d) policy deny: 100 new keys refused" "0 100" "$(many "$T0" full_tb d 100 ratelimit.shmem_full_policy=deny)"
-check "(d) policy deny: remaining 0, retry after 1 s" "0|00:00:01" \
+rl_check "(d) policy deny: 100 new keys refused" "0 100" "$(many "$T0" full_tb d 100 ratelimit.shmem_full_policy=deny)"
+rl_check "(d) policy deny: remaining 0, retry after 1 s" "0|00:00:01" \
 	"$(CLOCK=$T0 q "SELECT remaining || '|' || retry_after FROM rl_limit('full_tb', 'd-one')" ratelimit.shmem_full_policy=deny)"
-check "(d) policy error: 53400" 53400 \
+rl_check "(d) policy error: 53400" 53400 \
 	"$(CLOCK=$T0 q "SELECT err_of(\$\$SELECT rl_limit('full_tb', 'e1')\$\$)" ratelimit.shmem_full_policy=error | cut -d' ' -f1)"
-check "(d) policy error: the message says why" yes \
+rl_check "(d) policy error: the message says why" yes \
 	"$(has 'ERROR:  the ratelimit shmem store has no room for a new key of full_tb' \
 		"$(CLOCK=$T0 q "SELECT rl_limit('full_tb', 'e2')" ratelimit.shmem_full_policy=error)")"
-check "(d) counters: refusals of deny counted as refused and full; errors as full only" \
+rl_check "(d) counters: refusals of deny counted as refused and full; errors as full only" \
 	"9936 165 0 9975" "$(counters full_tb)"
-check "(d) rl_token_bucket, no room, allow: decided as a new bucket (59 of 60)" 59 \
+rl_check "(d) rl_token_bucket, no room, allow: decided as a new bucket (59 of 60)" 59 \
 	"$(CLOCK=$T0 q "SELECT rl_token_bucket('full-adhoc', 1, 60)" ratelimit.default_store=shmem)"
-check "(d) rl_token_bucket, no room, deny: -1" -1 \
+rl_check "(d) rl_token_bucket, no room, deny: -1" -1 \
 	"$(CLOCK=$T0 q "SELECT rl_token_bucket('full-adhoc', 1, 60)" ratelimit.default_store=shmem ratelimit.shmem_full_policy=deny)"
-check "(d) rl_token_bucket, no room, error: 53400" 53400 \
+rl_check "(d) rl_token_bucket, no room, error: 53400" 53400 \
 	"$(CLOCK=$T0 q "SELECT err_of(\$\$SELECT rl_token_bucket('full-adhoc', 1, 60)\$\$)" ratelimit.default_store=shmem ratelimit.shmem_full_policy=error | cut -d' ' -f1)"
-check "(d) (rl_token_bucket) counters: 1 allowed, 1 refused, 3 full" "1 1 0 3" "$(counters '(rl_token_bucket)')"
+rl_check "(d) (rl_token_bucket) counters: 1 allowed, 1 refused, 3 full" "1 1 0 3" "$(counters '(rl_token_bucket)')"
 
 # 61 s later every stored key has its token back: evicted for new keys.
-check "(d) 61 s later, 5000 other new keys: all admitted" "5000 0" "$(many "$T1" full_tb r 5000)"
-check "(d) the 64 recovered keys were evicted (and counted), 4936 more found no room" \
+rl_check "(d) 61 s later, 5000 other new keys: all admitted" "5000 0" "$(many "$T1" full_tb r 5000)"
+rl_check "(d) the 64 recovered keys were evicted (and counted), 4936 more found no room" \
 	"14936 165 64 14911" "$(counters full_tb)"
-check "(d) keys that have not recovered are not evicted: deny refuses 100 more new keys" "0 100" \
+rl_check "(d) keys that have not recovered are not evicted: deny refuses 100 more new keys" "0 100" \
 	"$(many "$T1" full_tb n 100 ratelimit.shmem_full_policy=deny)"
-check "(d) evicted still 64" "14936 265 64 15011" "$(counters full_tb)"
+rl_check "(d) evicted still 64" "14936 265 64 15011" "$(counters full_tb)"
 
 # A key that recovered under its zone's old limit but not under the new one
 # has not recovered: the zone's capacity grows from 1 to 10 (same
 # algorithm, state kept); 61 s after taking its token a key holds ~1 token
 # of 10, and must not be evicted (a new key would get 10).
 q "SELECT rl_zone_set('grow', 'token_bucket', 1, '1 minute', store => 'shmem')" >/dev/null
-check "(d) zone grow fills the table at T2 (the r keys, recovered, are evicted)" "5000 0" "$(many "$T2" grow g 5000)"
-check "(d) 64 of full_tb's keys evicted for it" "14936 265 128 15011" "$(counters full_tb)"
+rl_check "(d) zone grow fills the table at T2 (the r keys, recovered, are evicted)" "5000 0" "$(many "$T2" grow g 5000)"
+rl_check "(d) 64 of full_tb's keys evicted for it" "14936 265 128 15011" "$(counters full_tb)"
 q "SELECT rl_zone_set('grow', 'token_bucket', 1, '1 minute', burst => 10, store => 'shmem')" >/dev/null
 q "SELECT rl_zone_set('probe', 'token_bucket', 1, '1 minute', store => 'shmem')" >/dev/null
-check "(d) 61 s later, 100 new keys of another zone (allow)" "100 0" "$(many "$T3" probe p 100)"
-check "(d) grow's keys (1 token of 10) were not evicted" "5000 0 0 4936" "$(counters grow)"
-check "(d) grow's 64 stored keys decide from their state (~1 token: cost 1 leaves 0), the rest as new keys (9)" \
+rl_check "(d) 61 s later, 100 new keys of another zone (allow)" "100 0" "$(many "$T3" probe p 100)"
+rl_check "(d) grow's keys (1 token of 10) were not evicted" "5000 0 0 4936" "$(counters grow)"
+rl_check "(d) grow's 64 stored keys decide from their state (~1 token: cost 1 leaves 0), the rest as new keys (9)" \
 	"64 4936" "$(CLOCK=$T3 q "SELECT count(*) FILTER (WHERE (r).remaining = 0) || ' ' || count(*) FILTER (WHERE (r).remaining = 9)
 	                          FROM (SELECT rl_limit('grow', 'g' || g) AS r FROM generate_series(1, 5000) g OFFSET 0) s")"
 
 # Dropping a zone frees its entries at once (its keys have not recovered).
 q "SELECT rl_zone_drop('grow'), rl_zone_drop('probe')" >/dev/null
 q "SELECT rl_zone_set('after_drop', 'token_bucket', 1, '1 minute', store => 'shmem')" >/dev/null
-check "(d) after the drops, 5000 new keys of a new zone" "5000 0" "$(many "$T3" after_drop a 5000)"
-check "(d) all 64 entries were free: 4936 found no room, nothing evicted" "5000 0 0 4936" "$(counters after_drop)"
-check "(d) the server is healthy" yes "$(wait_answering)"
-check "(d) no backend crashed" no \
+rl_check "(d) after the drops, 5000 new keys of a new zone" "5000 0" "$(many "$T3" after_drop a 5000)"
+rl_check "(d) all 64 entries were free: 4936 found no room, nothing evicted" "5000 0 0 4936" "$(counters after_drop)"
+rl_check "(d) the server is healthy" yes "$(wait_answering)"
+rl_check "(d) no backend crashed" no \
 	"$(grep -qE 'terminated by signal|server process .* was terminated' "$RL_CLUSTER_DIR/server.log" && echo yes || echo no)"
 rl_cluster_stop
 
@@ -261,36 +244,36 @@ rl_cluster_stop
 echo "# nopreload: ratelimit not in shared_preload_libraries"
 # A later shared_preload_libraries line overrides the one rl_cluster_start writes.
 rl_cluster_start nopreload "fsync = off" "shared_preload_libraries = 'pg_cron'"
-check "(e) shared_preload_libraries is pg_cron alone" pg_cron \
+rl_check "(e) shared_preload_libraries is pg_cron alone" pg_cron \
 	"$(rl_psql -d postgres -tA -c "SHOW shared_preload_libraries" 2>&1)"
-check "(e) LOAD 'ratelimit' works without preloading" loaded \
+rl_check "(e) LOAD 'ratelimit' works without preloading" loaded \
 	"$(rl_psql -d postgres -tA -c "LOAD 'ratelimit'" -c "SELECT 'loaded'" 2>&1)"
 rl_psql -d postgres -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" >/dev/null
 created=$(rl_psql -d $DB -tA -c 'CREATE EXTENSION ratelimit' -c "$ERR_OF" -c "SELECT 'created'" 2>&1)
-check "(e) CREATE EXTENSION ratelimit works without preloading" created "$created"
+rl_check "(e) CREATE EXTENSION ratelimit works without preloading" created "$created"
 if [ "$created" != created ]; then
 	echo "not ok - (e) the other 12 checks need the extension: not run"; failed=$((failed + 1))
 else
-	check "(e) a shmem zone can be defined" "" "$(q "SELECT rl_zone_set('np_shmem', 'token_bucket', 10, '1 minute', store => 'shmem')")"
+	rl_check "(e) a shmem zone can be defined" "" "$(q "SELECT rl_zone_set('np_shmem', 'token_bucket', 10, '1 minute', store => 'shmem')")"
 	hint="Add ratelimit to shared_preload_libraries in postgresql.conf (shared_preload_libraries = 'ratelimit') and restart the server."
-	check "(e) rl_limit on a shmem zone: 55000 with the hint" "55000 $hint" \
+	rl_check "(e) rl_limit on a shmem zone: 55000 with the hint" "55000 $hint" \
 		"$(q "SELECT err_of(\$\$SELECT rl_limit('np_shmem', 'k')\$\$)")"
-	check "(e) the error message" yes \
+	rl_check "(e) the error message" yes \
 		"$(has 'ERROR:  the shmem store needs ratelimit in shared_preload_libraries' "$(q "SELECT rl_limit('np_shmem', 'k')")")"
-	check "(e) rl_peek on a shmem zone: 55000" "55000 $hint" "$(q "SELECT err_of(\$\$SELECT rl_peek('np_shmem', 'k')\$\$)")"
-	check "(e) rl_reset on a shmem zone: 55000" "55000 $hint" "$(q "SELECT err_of(\$\$SELECT rl_reset('np_shmem', 'k')\$\$)")"
-	check "(e) rl_token_bucket with default_store shmem: 55000" "55000 $hint" \
+	rl_check "(e) rl_peek on a shmem zone: 55000" "55000 $hint" "$(q "SELECT err_of(\$\$SELECT rl_peek('np_shmem', 'k')\$\$)")"
+	rl_check "(e) rl_reset on a shmem zone: 55000" "55000 $hint" "$(q "SELECT err_of(\$\$SELECT rl_reset('np_shmem', 'k')\$\$)")"
+	rl_check "(e) rl_token_bucket with default_store shmem: 55000" "55000 $hint" \
 		"$(q "SELECT err_of(\$\$SELECT rl_token_bucket('np', 1, 10)\$\$)" ratelimit.default_store=shmem)"
-	check "(e) rl_gcra with default_store shmem: 55000" "55000 $hint" \
+	rl_check "(e) rl_gcra with default_store shmem: 55000" "55000 $hint" \
 		"$(q "SELECT err_of(\$\$SELECT rl_gcra('np', 15, 30, 60)\$\$)" ratelimit.default_store=shmem)"
 	q "SELECT rl_zone_set('np_table', 'token_bucket', 10, '1 minute')" >/dev/null
-	check "(e) a table zone works" 9 "$(q "SELECT remaining FROM rl_limit('np_table', 'k')")"
-	check "(e) rl_token_bucket (default_store table) works" 9 "$(q "SELECT rl_token_bucket('np', 1, 10)")"
-	check "(e) rl_gcra (default_store table) works" 15 "$(q "SELECT remaining FROM rl_gcra('np', 15, 30, 60)")"
-	check "(e) rl_counters is empty" 0 "$(q "SELECT count(*) FROM rl_counters")"
-	check "(e) a shmem zone can be dropped" "" "$(q "SELECT rl_zone_drop('np_shmem')")"
+	rl_check "(e) a table zone works" 9 "$(q "SELECT remaining FROM rl_limit('np_table', 'k')")"
+	rl_check "(e) rl_token_bucket (default_store table) works" 9 "$(q "SELECT rl_token_bucket('np', 1, 10)")"
+	rl_check "(e) rl_gcra (default_store table) works" 15 "$(q "SELECT remaining FROM rl_gcra('np', 15, 30, 60)")"
+	rl_check "(e) rl_counters is empty" 0 "$(q "SELECT count(*) FROM rl_counters")"
+	rl_check "(e) a shmem zone can be dropped" "" "$(q "SELECT rl_zone_drop('np_shmem')")"
 fi
-check "(e) the server is healthy" yes "$(wait_answering)"
+rl_check "(e) the server is healthy" yes "$(wait_answering)"
 rl_cluster_stop
 
 echo "fault (shmem): $passed passed, $failed failed"
