@@ -6,10 +6,11 @@
  * this store runs the same decide callbacks on a row kept in shared memory.
  *
  * Layout: a set-associative table.  A key's hash picks one set of
- * RL_SHMEM_WAYS entries; each set has its own spinlock, held for the few
- * hundred nanoseconds of one decision (the decide callbacks of this store
- * neither raise errors nor allocate), and a line of 16-bit tags so that a
- * lookup reads one entry, not all of them.  Calls on keys of different sets
+ * RL_SHMEM_WAYS entries, one page of memory; each set has its own spinlock,
+ * held for the few hundred nanoseconds of one decision (the decide callbacks
+ * of this store neither raise errors nor allocate), in a line of 16-bit tags
+ * so that a lookup reads one entry, not all of them: three cache lines of
+ * one page per call.  Calls on keys of different sets
  * never wait for each other, and there is no global lock on the decision
  * path.  Wide sets fill evenly: a set overflows only when the table is
  * nearly full.  When a set is full, an entry that has fully recovered (it decides
@@ -48,34 +49,68 @@
 
 PG_FUNCTION_INFO_V1(rl_shmem_counters);
 
-#define RL_SHMEM_WAYS 32
+#define RL_SHMEM_WAYS 31
+#define RL_SHMEM_SET_BYTES 4096
 #define RL_SHMEM_INLINE_KEY 48
 #define RL_SHMEM_ZONE_SLOTS 1024
 #define RL_SHMEM_FILE "pg_stat/ratelimit_shmem.state"
 #define RL_SHMEM_FILE_MAGIC 0x524C5348	/* "RLSH" */
-#define RL_SHMEM_FILE_VERSION 3
+#define RL_SHMEM_FILE_VERSION 4
 
 int			rl_shmem_max_keys = 100000;
 int			rl_shmem_full_policy = RL_SHMEM_FULL_ALLOW;
 
+/* ShmemEntry.limit_kind of rl_token_bucket's ad-hoc bucket; zones store their RlAlgorithm. */
+#define RL_SHMEM_KIND_BUCKET 0xFF
+/* ShmemEntry.key_len of a key kept as a 128-bit hash. */
+#define RL_SHMEM_KEY_HASHED 0xFF
+
+/*
+ * One key, in two cache lines: the first holds what a lookup compares, the
+ * second what a decision reads and writes.  A lookup touches the set's first
+ * line and these two, all in one page.
+ */
 typedef struct ShmemEntry
 {
-	uint64		hash;			/* of database, zone and key; 0: a free entry */
+	uint32		hash_high;		/* the hash's high half: it picks the set */
 	Oid			dbid;			/* zones and keys are per database */
 	int32		zone_id;
-	uint16		key_len;		/* the key's length in bytes */
-	bool		key_hashed;		/* key holds a 128-bit hash, not the key */
+	uint16		tag;			/* the set's tag for this entry (for loading) */
+	uint8		key_len;		/* bytes of key, or RL_SHMEM_KEY_HASHED */
+	uint8		limit_kind;		/* RL_SHMEM_KIND_BUCKET or the zone's RlAlgorithm */
 	char		key[RL_SHMEM_INLINE_KEY];
-	RlShmemLimit limit;			/* as of the last write: to tell idle entries */
-	RlStateRow	row;			/* entries is always NULL here */
+
+	/* the state (RlStateRow without entries) */
+	int64		tokens;
+	double		fraction;
+	TimestampTz stamp;
+	int64		counter;
+	/* the limit of the last write: what tells whether the entry is idle */
+	union
+	{
+		RlTokenBucketLimit bucket;
+		struct
+		{
+			int64		rate;
+			int64		period_us;
+			int64		capacity;
+		}			zone;
+	}			limit;
+	int64		unused;
 } ShmemEntry;
 
+StaticAssertDecl(offsetof(ShmemEntry, tokens) == 64 && sizeof(ShmemEntry) == 128,
+				 "a shmem entry is two cache lines");
+
+/* A page: a line of lock and tags, then the entries. */
 typedef struct ShmemSet
 {
 	slock_t		mutex;
 	uint16		tags[RL_SHMEM_WAYS];	/* 16 bits of each entry's hash; 0: free */
-	ShmemEntry	entries[RL_SHMEM_WAYS];
+	ShmemEntry	entries[RL_SHMEM_WAYS] pg_attribute_aligned(64);
 } ShmemSet;
+
+StaticAssertDecl(sizeof(ShmemSet) <= RL_SHMEM_SET_BYTES, "a shmem set fits in its page");
 
 /* What rl_counters shows per zone, in its column order. */
 typedef enum ZoneCount
@@ -98,10 +133,10 @@ typedef struct ShmemHeader
 {
 	uint32		nsets;
 	ZoneCounters zones[RL_SHMEM_ZONE_SLOTS];
-	ShmemSet	sets[FLEXIBLE_ARRAY_MEMBER];
 } ShmemHeader;
 
 static ShmemHeader *shmem = NULL;
+static ShmemSet *shmem_sets = NULL;	/* page-aligned: a set is one page */
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
@@ -118,28 +153,37 @@ SetCount(void)
 	return (uint32) ((rl_shmem_max_keys + RL_SHMEM_WAYS - 1) / RL_SHMEM_WAYS);
 }
 
+/* The sets, with room to align them to a page. */
 static Size
-ShmemSize(void)
+SetsSize(void)
 {
-	return add_size(offsetof(ShmemHeader, sets), mul_size(SetCount(), sizeof(ShmemSet)));
+	return add_size(mul_size(SetCount(), RL_SHMEM_SET_BYTES), RL_SHMEM_SET_BYTES);
 }
 
-Size
-RlShmemBytesPerKey(void)
+static ShmemSet *
+SetAt(uint32 index)
 {
-	return sizeof(ShmemSet) / RL_SHMEM_WAYS;
+	return (ShmemSet *) ((char *) shmem_sets + (Size) index * RL_SHMEM_SET_BYTES);
 }
 
 /* The identity of a key in the table: its hash, and what is compared. */
 typedef struct ShmemKey
 {
-	uint64		hash;
+	uint32		hash_high;
+	uint16		tag;
 	Oid			dbid;
 	int32		zone_id;
-	uint16		key_len;
-	bool		key_hashed;
+	uint8		key_len;
 	char		key[RL_SHMEM_INLINE_KEY];
 } ShmemKey;
+
+static uint16
+TagOf(uint64 hash)
+{
+	uint16		tag = (uint16) hash;
+
+	return tag != 0 ? tag : 1;	/* 0 marks a free entry */
+}
 
 static void
 MakeShmemKey(const RlStateKey *key, ShmemKey *out)
@@ -150,19 +194,22 @@ MakeShmemKey(const RlStateKey *key, ShmemKey *out)
 										   ((uint64) MyDatabaseId << 32) | (uint32) key->zone_id);
 
 	memset(out, 0, sizeof(*out));
-	out->hash = hash != 0 ? hash : 1;	/* 0 marks a free entry */
+	out->hash_high = (uint32) (hash >> 32);
+	out->tag = TagOf(hash);
 	out->dbid = MyDatabaseId;
 	out->zone_id = key->zone_id;
-	out->key_len = (uint16) len;
 	if (len <= RL_SHMEM_INLINE_KEY)
+	{
+		out->key_len = (uint8) len;
 		memcpy(out->key, bytes, len);
+	}
 	else
 	{
 		/* Two independent 64-bit hashes: collisions are out of reach. */
 		uint64		digest[2] = {hash_bytes_extended(bytes, len, UINT64CONST(0x9E3779B97F4A7C15)),
 		hash_bytes_extended(bytes, len, UINT64CONST(0xC2B2AE3D27D4EB4F))};
 
-		out->key_hashed = true;
+		out->key_len = RL_SHMEM_KEY_HASHED;
 		memcpy(out->key, digest, sizeof(digest));
 	}
 }
@@ -170,36 +217,34 @@ MakeShmemKey(const RlStateKey *key, ShmemKey *out)
 static bool
 EntryMatches(const ShmemEntry *entry, const ShmemKey *key)
 {
-	return entry->hash == key->hash && entry->dbid == key->dbid && entry->zone_id == key->zone_id &&
-		entry->key_len == key->key_len && entry->key_hashed == key->key_hashed &&
-		memcmp(entry->key, key->key, key->key_hashed ? 16 : key->key_len) == 0;
-}
-
-static uint16
-TagOf(uint64 hash)
-{
-	uint16		tag = (uint16) hash;
-
-	return tag != 0 ? tag : 1;
+	return entry->hash_high == key->hash_high && entry->dbid == key->dbid &&
+		entry->zone_id == key->zone_id && entry->key_len == key->key_len &&
+		memcmp(entry->key, key->key, key->key_len == RL_SHMEM_KEY_HASHED ? 16 : key->key_len) == 0;
 }
 
 /* The entry of the set that holds key, or -1. */
 static int
 FindInSet(const ShmemSet *set, const ShmemKey *key)
 {
-	uint16		tag = TagOf(key->hash);
-
 	for (int i = 0; i < RL_SHMEM_WAYS; i++)
-		if (set->tags[i] == tag && EntryMatches(&set->entries[i], key))
+	{
+		if (set->tags[i] != key->tag)
+			continue;
+#ifdef __GNUC__
+		/* The state's line, fetched while the first one is compared. */
+		__builtin_prefetch(&set->entries[i].tokens, 1);
+#endif
+		if (EntryMatches(&set->entries[i], key))
 			return i;
+	}
 	return -1;
 }
 
 static ShmemSet *
-SetOf(uint64 hash)
+SetOf(uint32 hash_high)
 {
-	/* The high bits: the low ones also pick the entry's place in files. */
-	return &shmem->sets[(hash >> 32) % shmem->nsets];
+	/* The high bits: the low ones are the tag. */
+	return SetAt(hash_high % shmem->nsets);
 }
 
 /* ---- per-zone counters ---- */
@@ -269,37 +314,73 @@ RlShmemAvailable(void)
 	return shmem != NULL;
 }
 
+static void
+EntryRow(const ShmemEntry *entry, RlStateRow *row)
+{
+	row->tokens = entry->tokens;
+	row->fraction = entry->fraction;
+	row->stamp = entry->stamp;
+	row->counter = entry->counter;
+	row->entries = NULL;
+}
+
+static void
+SetEntryLimit(ShmemEntry *entry, const RlShmemLimit *limit)
+{
+	if (limit->is_bucket)
+	{
+		entry->limit_kind = RL_SHMEM_KIND_BUCKET;
+		entry->limit.bucket = limit->bucket;
+	}
+	else
+	{
+		entry->limit_kind = (uint8) limit->zone.algorithm;
+		entry->limit.zone.rate = limit->zone.rate;
+		entry->limit.zone.period_us = limit->zone.period_us;
+		entry->limit.zone.capacity = limit->zone.capacity;
+	}
+}
+
+static void
+SetEntryState(ShmemEntry *entry, const RlStateRow *row, const RlShmemLimit *limit)
+{
+	entry->tokens = row->tokens;
+	entry->fraction = row->fraction;
+	entry->stamp = row->stamp;
+	entry->counter = row->counter;
+	SetEntryLimit(entry, limit);
+}
+
 static bool
 EntryIdle(const ShmemEntry *entry, TimestampTz now)
 {
-	const RlStateRow *row = &entry->row;
-
-	if (entry->limit.is_bucket)
+	if (entry->limit_kind == RL_SHMEM_KIND_BUCKET)
 	{
-		RlTokenBucketState state = {row->tokens, row->fraction, row->stamp};
+		RlTokenBucketState state = {entry->tokens, entry->fraction, entry->stamp};
 
 		return rl_token_bucket_idle(&state, now, &entry->limit.bucket);
 	}
 	else
 	{
-		RlCounterState state = {row->tokens, row->fraction, row->stamp, row->counter};
+		RlCounterState state = {entry->tokens, entry->fraction, entry->stamp, entry->counter};
+		RlZoneLimit limit = {(RlAlgorithm) entry->limit_kind, entry->limit.zone.rate,
+		entry->limit.zone.period_us, entry->limit.zone.capacity};
 
-		return rl_counter_idle(&entry->limit.zone, &state, now);
+		return rl_counter_idle(&limit, &state, now);
 	}
 }
 
 static void
 FillEntry(ShmemEntry *entry, const ShmemKey *key, const RlShmemLimit *limit, const RlStateRow *row)
 {
-	entry->hash = key->hash;
+	memset(entry, 0, sizeof(*entry));
+	entry->hash_high = key->hash_high;
 	entry->dbid = key->dbid;
 	entry->zone_id = key->zone_id;
+	entry->tag = key->tag;
 	entry->key_len = key->key_len;
-	entry->key_hashed = key->key_hashed;
 	memcpy(entry->key, key->key, sizeof(entry->key));
-	entry->limit = *limit;
-	entry->row = *row;
-	entry->row.entries = NULL;
+	SetEntryState(entry, row, limit);
 }
 
 static void
@@ -340,7 +421,7 @@ RlShmemUpdate(const RlStateKey *key, const RlShmemLimit *limit, TimestampTz now,
 
 	RequireShmem();
 	MakeShmemKey(key, &skey);
-	set = SetOf(skey.hash);
+	set = SetOf(skey.hash_high);
 
 	/* decide neither raises nor allocates for the algorithms this store takes. */
 	SpinLockAcquire(&set->mutex);
@@ -349,14 +430,11 @@ RlShmemUpdate(const RlStateKey *key, const RlShmemLimit *limit, TimestampTz now,
 		found = &set->entries[index];
 	if (found != NULL)
 	{
-		RlStateRow	current = found->row;
+		RlStateRow	current;
 
+		EntryRow(found, &current);
 		if (decide(&current, &next, arg, NULL) && !peek)
-		{
-			found->row = next;
-			found->row.entries = NULL;
-			found->limit = *limit;
-		}
+			SetEntryState(found, &next, limit);
 	}
 	else if (decide(NULL, &next, arg, NULL) && !peek)
 	{
@@ -365,7 +443,7 @@ RlShmemUpdate(const RlStateKey *key, const RlShmemLimit *limit, TimestampTz now,
 		if (claimed >= 0)
 		{
 			FillEntry(&set->entries[claimed], &skey, limit, &next);
-			set->tags[claimed] = TagOf(skey.hash);
+			set->tags[claimed] = skey.tag;
 		}
 		else
 			outcome = RL_SHMEM_FULL;
@@ -411,7 +489,7 @@ RlShmemRemove(const RlStateKey *key)
 
 	RequireShmem();
 	MakeShmemKey(key, &skey);
-	set = SetOf(skey.hash);
+	set = SetOf(skey.hash_high);
 	SpinLockAcquire(&set->mutex);
 	index = FindInSet(set, &skey);
 	if (index >= 0)
@@ -433,7 +511,7 @@ VisitZoneEntries(int32 zone_id, const RlZoneLimit *relimit)
 		return 0;
 	for (uint32 s = 0; s < shmem->nsets; s++)
 	{
-		ShmemSet   *set = &shmem->sets[s];
+		ShmemSet   *set = SetAt(s);
 
 		SpinLockAcquire(&set->mutex);
 		for (int i = 0; i < RL_SHMEM_WAYS; i++)
@@ -446,8 +524,9 @@ VisitZoneEntries(int32 zone_id, const RlZoneLimit *relimit)
 				FreeEntry(set, i);
 			else
 			{
-				entry->limit.is_bucket = false;
-				entry->limit.zone = *relimit;
+				RlShmemLimit limit = {.is_bucket = false, .zone = *relimit};
+
+				SetEntryLimit(entry, &limit);
 			}
 			visited++;
 		}
@@ -536,14 +615,14 @@ SaveState(int code, Datum arg)
 		goto error;
 	for (uint32 s = 0; s < shmem->nsets; s++)
 		for (int i = 0; i < RL_SHMEM_WAYS; i++)
-			if (shmem->sets[s].tags[i] != 0)
+			if (SetAt(s)->tags[i] != 0)
 				header.count++;
 	if (fwrite(&header, sizeof(header), 1, file) != 1)
 		goto error;
 	for (uint32 s = 0; s < shmem->nsets; s++)
 		for (int i = 0; i < RL_SHMEM_WAYS; i++)
-			if (shmem->sets[s].tags[i] != 0 &&
-				fwrite(&shmem->sets[s].entries[i], sizeof(ShmemEntry), 1, file) != 1)
+			if (SetAt(s)->tags[i] != 0 &&
+				fwrite(&SetAt(s)->entries[i], sizeof(ShmemEntry), 1, file) != 1)
 				goto error;
 	if (FreeFile(file) != 0)
 	{
@@ -592,15 +671,15 @@ LoadState(void)
 
 			if (fread(&entry, sizeof(entry), 1, file) != 1)
 				break;
-			if (entry.hash == 0)
+			if (entry.tag == 0)
 				continue;
-			set = SetOf(entry.hash);
+			set = SetOf(entry.hash_high);
 			for (int i = 0; i < RL_SHMEM_WAYS && !placed; i++)
 			{
 				if (set->tags[i] == 0)
 				{
 					set->entries[i] = entry;
-					set->tags[i] = TagOf(entry.hash);
+					set->tags[i] = entry.tag;
 					placed = true;
 				}
 			}
@@ -624,25 +703,30 @@ ShmemRequest(void)
 {
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
-	RequestAddinShmemSpace(ShmemSize());
+	RequestAddinShmemSpace(add_size(sizeof(ShmemHeader), SetsSize()));
 }
 
 static void
 ShmemStartup(void)
 {
 	bool		found;
+	bool		found_sets;
+	void	   *sets;
 
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
 
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	shmem = ShmemInitStruct("ratelimit shmem store", ShmemSize(), &found);
+	shmem = ShmemInitStruct("ratelimit shmem store", sizeof(ShmemHeader), &found);
+	sets = ShmemInitStruct("ratelimit shmem store sets", SetsSize(), &found_sets);
+	shmem_sets = (ShmemSet *) TYPEALIGN(RL_SHMEM_SET_BYTES, sets);
 	if (!found)
 	{
-		memset(shmem, 0, ShmemSize());
+		memset(shmem, 0, sizeof(ShmemHeader));
+		memset(sets, 0, SetsSize());
 		shmem->nsets = SetCount();
 		for (uint32 s = 0; s < shmem->nsets; s++)
-			SpinLockInit(&shmem->sets[s].mutex);
+			SpinLockInit(&SetAt(s)->mutex);
 		for (int i = 0; i < RL_SHMEM_ZONE_SLOTS; i++)
 		{
 			pg_atomic_init_u64(&shmem->zones[i].tag, 0);
@@ -680,9 +764,9 @@ RlShmemInit(void)
 	DefineCustomIntVariable("ratelimit.shmem_max_keys",
 							"Number of keys the shmem store holds.",
 							"Needs ratelimit in shared_preload_libraries; each key takes "
-							"about 180 bytes of shared memory.",
+							"132 bytes of shared memory.",
 							&rl_shmem_max_keys,
-							100000, 64, 100000000,
+							100000, RL_SHMEM_WAYS, 100000000,
 							PGC_POSTMASTER, 0, NULL, NULL, NULL);
 
 	prev_shmem_request_hook = shmem_request_hook;

@@ -58,7 +58,6 @@ extern void RlShmemRelimitZone(int32 zone_id, const RlZoneLimit *limit);
 extern void RlShmemCount(int32 zone_id, bool allowed);
 
 extern bool RlShmemAvailable(void);
-extern Size RlShmemBytesPerKey(void);
 
 extern void RlShmemInit(void);
 

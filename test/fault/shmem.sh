@@ -9,7 +9,7 @@
 #               state is empty after the start; (f) two databases: a
 #               zone's keys, rl_token_bucket's keys and the counters are
 #               each database's own, as on the table store
-#   shmemfull   (d) ratelimit.shmem_max_keys = 64 (8 sets of 8): thousands
+#   shmemfull   (d) ratelimit.shmem_max_keys = 62 (2 sets of 31): thousands
 #               of keys, no crash; recovered keys are evicted (counted),
 #               others are not (nor a key that recovered only under its
 #               zone's old limit); with no room, shmem_full_policy allow /
@@ -167,13 +167,13 @@ rl_check "(f) dropping database b's zone leaves database a's key alone (3 left)"
 rl_cluster_stop
 
 ###########################################################################
-echo "# shmemfull: ratelimit.shmem_max_keys = 64"
-rl_cluster_start shmemfull "fsync = off" "ratelimit.shmem_max_keys = 64"
+echo "# shmemfull: ratelimit.shmem_max_keys = 62"
+rl_cluster_start shmemfull "fsync = off" "ratelimit.shmem_max_keys = 62"
 DB=rl_shmem
 new_db $DB
-rl_check "(d) ratelimit.shmem_max_keys is 64" 64 "$(q "SHOW ratelimit.shmem_max_keys")"
+rl_check "(d) ratelimit.shmem_max_keys is 62" 62 "$(q "SHOW ratelimit.shmem_max_keys")"
 # Capacity 1, one token a minute: a key that took its token has recovered
-# 60 s later.  64 entries = 8 sets of 8; 5000 keys fill every set.
+# 60 s later.  62 entries = 2 sets of 31; 5000 keys fill both.
 q "SELECT rl_zone_set('full_tb', 'token_bucket', 1, '1 minute', store => 'shmem')" >/dev/null
 # many CLOCK ZONE PREFIX N [settings]: N calls on new keys; "allowed refused".
 many() {
@@ -184,11 +184,11 @@ many() {
 T0='2026-01-01 00:00:00+00' T1='2026-01-01 00:01:01+00' T2='2026-01-01 00:02:02+00' T3='2026-01-01 00:03:03+00'
 
 rl_check "(d) 5000 new keys, policy allow: all admitted" "5000 0" "$(many "$T0" full_tb k 5000)"
-rl_check "(d) 64 stored, 4936 found no room (counted as full)" "5000 0 0 4936" "$(counters full_tb)"
-rl_check "(d) the same keys again: the 64 stored ones are empty (refused), the others decide as new (allow)" \
-	"4936 64" "$(many "$T0" full_tb k 5000)"
-rl_check "(d) counters: 9936 allowed, 64 refused, nothing evicted (no key has recovered)" \
-	"9936 64 0 9872" "$(counters full_tb)"
+rl_check "(d) 62 stored, 4938 found no room (counted as full)" "5000 0 0 4938" "$(counters full_tb)"
+rl_check "(d) the same keys again: the 62 stored ones are empty (refused), the others decide as new (allow)" \
+	"4938 62" "$(many "$T0" full_tb k 5000)"
+rl_check "(d) counters: 9938 allowed, 62 refused, nothing evicted (no key has recovered)" \
+	"9938 62 0 9876" "$(counters full_tb)"
 rl_check "(d) policy deny: 100 new keys refused" "0 100" "$(many "$T0" full_tb d 100 ratelimit.shmem_full_policy=deny)"
 rl_check "(d) policy deny: remaining 0, retry after 1 s" "0|00:00:01" \
 	"$(CLOCK=$T0 q "SELECT remaining || '|' || retry_after FROM rl_limit('full_tb', 'd-one')" ratelimit.shmem_full_policy=deny)"
@@ -198,7 +198,7 @@ rl_check "(d) policy error: the message says why" yes \
 	"$(has 'ERROR:  the ratelimit shmem store has no room for a new key of full_tb' \
 		"$(CLOCK=$T0 q "SELECT rl_limit('full_tb', 'e2')" ratelimit.shmem_full_policy=error)")"
 rl_check "(d) counters: refusals of deny counted as refused and full; errors as full only" \
-	"9936 165 0 9975" "$(counters full_tb)"
+	"9938 163 0 9979" "$(counters full_tb)"
 rl_check "(d) rl_token_bucket, no room, allow: decided as a new bucket (59 of 60)" 59 \
 	"$(CLOCK=$T0 q "SELECT rl_token_bucket('full-adhoc', 1, 60)" ratelimit.default_store=shmem)"
 rl_check "(d) rl_token_bucket, no room, deny: -1" -1 \
@@ -209,11 +209,11 @@ rl_check "(d) (rl_token_bucket) counters: 1 allowed, 1 refused, 3 full" "1 1 0 3
 
 # 61 s later every stored key has its token back: evicted for new keys.
 rl_check "(d) 61 s later, 5000 other new keys: all admitted" "5000 0" "$(many "$T1" full_tb r 5000)"
-rl_check "(d) the 64 recovered keys were evicted (and counted), 4936 more found no room" \
-	"14936 165 64 14911" "$(counters full_tb)"
+rl_check "(d) the 62 recovered keys were evicted (and counted), 4938 more found no room" \
+	"14938 163 62 14917" "$(counters full_tb)"
 rl_check "(d) keys that have not recovered are not evicted: deny refuses 100 more new keys" "0 100" \
 	"$(many "$T1" full_tb n 100 ratelimit.shmem_full_policy=deny)"
-rl_check "(d) evicted still 64" "14936 265 64 15011" "$(counters full_tb)"
+rl_check "(d) evicted still 62" "14938 263 62 15017" "$(counters full_tb)"
 
 # A key that recovered under its zone's old limit but not under the new one
 # has not recovered: the zone's capacity grows from 1 to 10 (same
@@ -221,20 +221,20 @@ rl_check "(d) evicted still 64" "14936 265 64 15011" "$(counters full_tb)"
 # of 10, and must not be evicted (a new key would get 10).
 q "SELECT rl_zone_set('grow', 'token_bucket', 1, '1 minute', store => 'shmem')" >/dev/null
 rl_check "(d) zone grow fills the table at T2 (the r keys, recovered, are evicted)" "5000 0" "$(many "$T2" grow g 5000)"
-rl_check "(d) 64 of full_tb's keys evicted for it" "14936 265 128 15011" "$(counters full_tb)"
+rl_check "(d) 62 of full_tb's keys evicted for it" "14938 263 124 15017" "$(counters full_tb)"
 q "SELECT rl_zone_set('grow', 'token_bucket', 1, '1 minute', burst => 10, store => 'shmem')" >/dev/null
 q "SELECT rl_zone_set('probe', 'token_bucket', 1, '1 minute', store => 'shmem')" >/dev/null
 rl_check "(d) 61 s later, 100 new keys of another zone (allow)" "100 0" "$(many "$T3" probe p 100)"
-rl_check "(d) grow's keys (1 token of 10) were not evicted" "5000 0 0 4936" "$(counters grow)"
-rl_check "(d) grow's 64 stored keys decide from their state (~1 token: cost 1 leaves 0), the rest as new keys (9)" \
-	"64 4936" "$(CLOCK=$T3 q "SELECT count(*) FILTER (WHERE (r).remaining = 0) || ' ' || count(*) FILTER (WHERE (r).remaining = 9)
+rl_check "(d) grow's keys (1 token of 10) were not evicted" "5000 0 0 4938" "$(counters grow)"
+rl_check "(d) grow's 62 stored keys decide from their state (~1 token: cost 1 leaves 0), the rest as new keys (9)" \
+	"62 4938" "$(CLOCK=$T3 q "SELECT count(*) FILTER (WHERE (r).remaining = 0) || ' ' || count(*) FILTER (WHERE (r).remaining = 9)
 	                          FROM (SELECT rl_limit('grow', 'g' || g) AS r FROM generate_series(1, 5000) g OFFSET 0) s")"
 
 # Dropping a zone frees its entries at once (its keys have not recovered).
 q "SELECT rl_zone_drop('grow'), rl_zone_drop('probe')" >/dev/null
 q "SELECT rl_zone_set('after_drop', 'token_bucket', 1, '1 minute', store => 'shmem')" >/dev/null
 rl_check "(d) after the drops, 5000 new keys of a new zone" "5000 0" "$(many "$T3" after_drop a 5000)"
-rl_check "(d) all 64 entries were free: 4936 found no room, nothing evicted" "5000 0 0 4936" "$(counters after_drop)"
+rl_check "(d) all 62 entries were free: 4938 found no room, nothing evicted" "5000 0 0 4938" "$(counters after_drop)"
 rl_check "(d) the server is healthy" yes "$(wait_answering)"
 rl_check "(d) no backend crashed" no \
 	"$(grep -qE 'terminated by signal|server process .* was terminated' "$RL_CLUSTER_DIR/server.log" && echo yes || echo no)"
