@@ -1,5 +1,5 @@
 EXTENSION = ratelimit
-EXTVERSION = 0.3.0
+EXTVERSION = 0.4.0
 
 MODULE_big = ratelimit
 OBJS = \

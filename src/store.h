@@ -41,6 +41,7 @@ typedef struct RlStateRow
 	TimestampTz stamp;
 	int64		counter;
 	bytea	   *entries;		/* NULL when the column is NULL */
+	bool		refill_pending; /* cron refill: below capacity (false is stored as NULL) */
 } RlStateRow;
 
 /* Where a fetched or written row is, as far as the back end needs to know. */

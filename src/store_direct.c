@@ -33,7 +33,7 @@
 #include "store.h"
 
 /* ratelimit.state's columns; the first three are the primary key. */
-#define STATE_COLUMNS 8
+#define STATE_COLUMNS 9
 #define KEY_ATTNUM 1
 #define ZONE_ATTNUM 2
 #define PART_ATTNUM 3
@@ -42,6 +42,7 @@
 #define STAMP_ATTNUM 6
 #define COUNTER_ATTNUM 7
 #define ENTRIES_ATTNUM 8
+#define REFILL_ATTNUM 9
 #define KEY_COLUMNS 3
 
 /* Distinguishes our key locks from users' pg_advisory_* locks in pg_locks. */
@@ -94,6 +95,9 @@ StoreRowInSlot(TupleTableSlot *slot, const RlStateKey *key, const RlStateRow *ro
 	slot->tts_values[COUNTER_ATTNUM - 1] = Int64GetDatum(row->counter);
 	slot->tts_values[ENTRIES_ATTNUM - 1] = PointerGetDatum(row->entries);
 	slot->tts_isnull[ENTRIES_ATTNUM - 1] = (row->entries == NULL);
+	/* NULL, not false: only rows the refill job must visit are indexed. */
+	slot->tts_values[REFILL_ATTNUM - 1] = BoolGetDatum(true);
+	slot->tts_isnull[REFILL_ATTNUM - 1] = !row->refill_pending;
 	ExecStoreVirtualTuple(slot);
 }
 
@@ -110,6 +114,7 @@ ReadRowFromSlot(TupleTableSlot *slot, RlStateRow *row)
 	row->counter = DatumGetInt64(slot_getattr(slot, COUNTER_ATTNUM, &isnull));
 	entries = slot_getattr(slot, ENTRIES_ATTNUM, &isnull);
 	row->entries = isnull ? NULL : DatumGetByteaPCopy(entries);
+	row->refill_pending = DatumGetBool(slot_getattr(slot, REFILL_ATTNUM, &isnull)) && !isnull;
 }
 
 /*

@@ -322,6 +322,7 @@ EntryRow(const ShmemEntry *entry, RlStateRow *row)
 	row->stamp = entry->stamp;
 	row->counter = entry->counter;
 	row->entries = NULL;
+	row->refill_pending = false;
 }
 
 static void

@@ -31,22 +31,22 @@ typedef enum SpiStatement
 #define STATE_TABLE RL_INTERNAL_SCHEMA ".state"
 #define WHERE_KEY " WHERE key OPERATOR(pg_catalog.=) $1 AND zone_id OPERATOR(pg_catalog.=) $2" \
 	" AND part OPERATOR(pg_catalog.=) $3"
-#define ROW_COLUMNS "tokens, token_fraction, updated_at, counter, entries"
+#define ROW_COLUMNS "tokens, token_fraction, updated_at, counter, entries, refill_pending"
 
 static const char *const statement_sql[SPI_STATEMENT_COUNT] = {
 	[SPI_FETCH_FOR_UPDATE] = "SELECT " ROW_COLUMNS " FROM " STATE_TABLE WHERE_KEY " FOR UPDATE",
 	[SPI_PEEK] = "SELECT " ROW_COLUMNS " FROM " STATE_TABLE WHERE_KEY,
 	[SPI_INSERT] =
 	"INSERT INTO " STATE_TABLE " (key, zone_id, part, " ROW_COLUMNS ")"
-	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (key, zone_id, part) DO NOTHING",
+	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (key, zone_id, part) DO NOTHING",
 	[SPI_REPLACE] =
 	"UPDATE " STATE_TABLE " SET tokens = $4, token_fraction = $5, updated_at = $6,"
-	" counter = $7, entries = $8" WHERE_KEY,
+	" counter = $7, entries = $8, refill_pending = $9" WHERE_KEY,
 	[SPI_REMOVE] = "DELETE FROM " STATE_TABLE WHERE_KEY,
 };
 
 static const int statement_nargs[SPI_STATEMENT_COUNT] = {
-	[SPI_FETCH_FOR_UPDATE] = 3,[SPI_PEEK] = 3,[SPI_INSERT] = 8,[SPI_REPLACE] = 8,[SPI_REMOVE] = 3,
+	[SPI_FETCH_FOR_UPDATE] = 3,[SPI_PEEK] = 3,[SPI_INSERT] = 9,[SPI_REPLACE] = 9,[SPI_REMOVE] = 3,
 };
 
 static SPIPlanPtr saved_plans[SPI_STATEMENT_COUNT];
@@ -72,10 +72,10 @@ SpiEnd(void *handle)
 static uint64
 RunStatement(SpiStatement which, const RlStateKey *key, const RlStateRow *in, RlStateRow *out)
 {
-	static Oid	argtypes[8] = {TEXTOID, INT4OID, INT4OID, INT8OID, FLOAT8OID,
-	TIMESTAMPTZOID, INT8OID, BYTEAOID};
-	Datum		values[8];
-	char		nulls[8] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	static Oid	argtypes[9] = {TEXTOID, INT4OID, INT4OID, INT8OID, FLOAT8OID,
+	TIMESTAMPTZOID, INT8OID, BYTEAOID, BOOLOID};
+	Datum		values[9];
+	char		nulls[9] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
 	uint64		processed;
 	int			rc;
 
@@ -91,6 +91,10 @@ RunStatement(SpiStatement which, const RlStateKey *key, const RlStateRow *in, Rl
 		values[7] = PointerGetDatum(in->entries);
 		if (in->entries == NULL)
 			nulls[7] = 'n';
+		/* NULL, not false: only rows the refill job must visit are indexed. */
+		values[8] = BoolGetDatum(true);
+		if (!in->refill_pending)
+			nulls[8] = 'n';
 	}
 
 	/*
@@ -119,6 +123,7 @@ RunStatement(SpiStatement which, const RlStateKey *key, const RlStateRow *in, Rl
 		/* Outlives SPI_finish: copied into the caller's context. */
 		out->entries = isnull ? NULL
 			: (bytea *) SPI_datumTransfer(PointerGetDatum(PG_DETOAST_DATUM(entries)), false, -1);
+		out->refill_pending = DatumGetBool(SPI_getbinval(tuple, desc, 6, &isnull)) && !isnull;
 	}
 	SPI_freetuptable(SPI_tuptable);
 	return processed;

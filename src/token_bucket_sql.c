@@ -39,6 +39,7 @@ DecideTokenBucket(const RlStateRow *prior, RlStateRow *next, void *arg, RlStateA
 	next->stamp = call->decision.next.stamp_us;
 	next->counter = 0;
 	next->entries = NULL;
+	next->refill_pending = false;
 	return call->decision.state_changed;
 }
 

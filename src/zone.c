@@ -48,6 +48,8 @@ static const char *const algorithm_names[] = {
 	[RL_ALGORITHM_SLIDING_WINDOW] = "sliding_window",
 	[RL_ALGORITHM_SLIDING_WINDOW_COUNTER] = "sliding_window_counter",
 	[RL_ALGORITHM_FIXED_WINDOW] = "fixed_window",
+	/* found as token_bucket by name (the first match); refill => 'cron' picks it */
+	[RL_ALGORITHM_CRON_TOKEN_BUCKET] = "token_bucket",
 };
 
 const char *
@@ -301,7 +303,8 @@ LoadZone(const char *name, RlZone *zone)
 	values[0] = CStringGetTextDatum(name);
 	RlSpiConnectAs(RlRelationOwner(ZoneTable()), &session);
 	plan = RlKeepPlan(&zone_lookup_plan,
-					  "SELECT zone_id, algorithm, rate, period, burst, store, history"
+					  "SELECT zone_id, algorithm, rate, period, burst, store, history,"
+					  " refill, refill_tick"
 					  " FROM " RL_INTERNAL_SCHEMA ".zone"
 					  " WHERE zone OPERATOR(pg_catalog.=) $1", 1, argtypes);
 	if (SPI_execute_snapshot(plan, values, NULL, GetLatestSnapshot(),
@@ -328,6 +331,15 @@ LoadZone(const char *name, RlZone *zone)
 							DatumGetInt64(SPI_getbinval(tuple, desc, 3, &isnull)),
 							DatumGetIntervalP(SPI_getbinval(tuple, desc, 4, &isnull)),
 							burst_null, burst, TextDatumGetCString(store), &zone->limit);
+		if (strcmp(TextDatumGetCString(SPI_getbinval(tuple, desc, 8, &isnull)), "cron") == 0 &&
+			zone->limit.algorithm == RL_ALGORITHM_TOKEN_BUCKET && zone->store == RL_STORE_TABLE)
+		{
+			Datum		tick = SPI_getbinval(tuple, desc, 9, &isnull);
+
+			zone->limit.algorithm = RL_ALGORITHM_CRON_TOKEN_BUCKET;
+			if (isnull || !IntervalMicros(DatumGetIntervalP(tick), &zone->limit.refill_tick_us))
+				zone->limit.refill_tick_us = 0;
+		}
 	}
 	RlSpiFinish(&session);
 	return found;

@@ -74,6 +74,7 @@ DecideCounter(const RlStateRow *prior, RlStateRow *next, void *arg, RlStateAcces
 	next->stamp = next_state.stamp_us;
 	next->counter = next_state.b;
 	next->entries = NULL;
+	next->refill_pending = rl_counter_needs_refill(&call->zone.limit, &next_state);
 	return call->decision.state_changed;
 }
 
@@ -137,6 +138,7 @@ DecideSlidingWindow(const RlStateRow *prior, RlStateRow *next, void *arg, RlStat
 	next->stamp = window->stamp_us;
 	next->counter = rl_sw_chunk_count(window);
 	next->entries = header;
+	next->refill_pending = false;
 	return true;
 }
 
@@ -164,6 +166,7 @@ ApplyChunkChanges(const ZoneCall *call)
 		row.stamp = call->now;
 		row.counter = 0;
 		row.entries = bytes;
+		row.refill_pending = false;
 		part.part = (int32) result->sealed_seq;
 		RlInsertPart(&part, &row);
 	}

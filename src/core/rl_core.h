@@ -107,7 +107,8 @@ typedef enum RlAlgorithm
 	RL_ALGORITHM_GCRA,
 	RL_ALGORITHM_SLIDING_WINDOW,
 	RL_ALGORITHM_SLIDING_WINDOW_COUNTER,
-	RL_ALGORITHM_FIXED_WINDOW
+	RL_ALGORITHM_FIXED_WINDOW,
+	RL_ALGORITHM_CRON_TOKEN_BUCKET	/* token_bucket with refill => 'cron' */
 } RlAlgorithm;
 
 /*
@@ -144,6 +145,7 @@ typedef struct RlZoneLimit
 	int64_t		rate;			/* requests per period */
 	int64_t		period_us;
 	int64_t		capacity;		/* most admitted at one instant */
+	int64_t		refill_tick_us; /* cron refill: time between refills; 0 when unscheduled */
 } RlZoneLimit;
 
 /*
@@ -169,6 +171,11 @@ bool		rl_zone_cost_valid(const RlZoneLimit *limit, int64_t cost) RL_NOEXCEPT;
  *   sliding_window_counter  stamp = start of the current aligned window,
  *                           a = its admitted cost, b = the previous window's,
  *                           fraction = last decision time - stamp (whole us)
+ *   cron token bucket       a = whole tokens, b = the part token the refills
+ *                           have added, in units of 1 / period_us token;
+ *                           stamp = last decision time.  Calls only take;
+ *                           the refill job (SQL, rl_cron_refill) adds
+ *                           rate * tick / period per tick, up to capacity.
  */
 typedef struct RlCounterState
 {
@@ -197,6 +204,12 @@ typedef struct RlDecision
  */
 RlDecision	rl_counter_take(const RlZoneLimit *limit, const RlCounterState *prior,
 							int64_t now_us, int64_t cost, RlCounterState *next) RL_NOEXCEPT;
+
+/*
+ * Whether the refill job must visit the key: a cron token bucket below its
+ * capacity.  False for every other algorithm.
+ */
+bool		rl_counter_needs_refill(const RlZoneLimit *limit, const RlCounterState *state) RL_NOEXCEPT;
 
 /*
  * Whether a key holding state has fully recovered at now_us: every call

@@ -239,6 +239,57 @@ RlDecision SlidingWindowCounterTake(const RlZoneLimit &zone, const RlCounterStat
 	return decision;
 }
 
+// Calls only take; the refill job adds rate * tick / period tokens a tick.
+// A missing key is full.  The waits count whole ticks from now (the next
+// tick may come sooner); without a scheduled job, time at the zone's rate.
+int64_t CronWaitMicros(const RlZoneLimit &zone, Wide units_needed) noexcept
+{
+	if (units_needed <= 0)
+		return 0;
+	if (zone.refill_tick_us <= 0)
+		return Saturate(CeilDiv(units_needed, zone.rate));
+	const Wide per_tick = static_cast<Wide>(zone.rate) * zone.refill_tick_us;
+	return Saturate(CeilDiv(units_needed, per_tick) * zone.refill_tick_us);
+}
+
+RlDecision CronTokenBucketTake(const RlZoneLimit &zone, const RlCounterState *prior,
+							   int64_t now_us, int64_t cost, RlCounterState *next) noexcept
+{
+	RlDecision decision{};
+	int64_t tokens = zone.capacity;
+	int64_t part = 0;
+	int64_t stamp = now_us;
+
+	if (prior != nullptr)
+	{
+		stamp = std::max(prior->stamp_us, now_us);
+		// Above a capacity lowered since, the key holds the capacity.
+		if (prior->a < zone.capacity)
+		{
+			tokens = std::max<int64_t>(prior->a, 0);
+			part = std::clamp<int64_t>(prior->b, 0, zone.period_us - 1);
+		}
+	}
+	decision.capacity = zone.capacity;
+	decision.decided_at_us = stamp;
+	decision.allowed = tokens >= cost;
+	if (decision.allowed)
+		tokens -= cost;
+	else
+		decision.retry_after_us =
+			CronWaitMicros(zone, static_cast<Wide>(cost - tokens) * zone.period_us - part);
+	decision.remaining = tokens;
+	decision.reset_after_us = tokens >= zone.capacity ? 0
+		: CronWaitMicros(zone, static_cast<Wide>(zone.capacity - tokens) * zone.period_us - part);
+	// Refusals and cost 0 change nothing: a missing key is full.
+	decision.state_changed = decision.allowed && cost > 0;
+	if (decision.state_changed)
+		*next = RlCounterState{tokens, 0.0, stamp, part};
+	else
+		*next = prior != nullptr ? *prior : RlCounterState{};
+	return decision;
+}
+
 }  // namespace
 
 extern "C" RlZoneError
@@ -249,7 +300,8 @@ rl_zone_limit(RlAlgorithm algorithm, int64_t rate, int64_t period_us, int64_t bu
 		return RL_ZONE_RATE_INVALID;
 	if (period_us <= 0 || period_us > RL_MAX_PERIOD_US)
 		return RL_ZONE_PERIOD_INVALID;
-	const bool has_burst = algorithm == RL_ALGORITHM_TOKEN_BUCKET || algorithm == RL_ALGORITHM_GCRA;
+	const bool has_burst = algorithm == RL_ALGORITHM_TOKEN_BUCKET || algorithm == RL_ALGORITHM_GCRA ||
+		algorithm == RL_ALGORITHM_CRON_TOKEN_BUCKET;
 	if (burst >= 0 && !has_burst)
 		return RL_ZONE_BURST_NOT_APPLICABLE;
 	const int64_t capacity = burst >= 0 ? burst : rate;
@@ -261,7 +313,7 @@ rl_zone_limit(RlAlgorithm algorithm, int64_t rate, int64_t period_us, int64_t bu
 		return RL_ZONE_BURST_INVALID;
 	if (algorithm == RL_ALGORITHM_SLIDING_WINDOW && rate > RL_SLIDING_WINDOW_MAX_LIMIT)
 		return RL_ZONE_LIMIT_TOO_LARGE_FOR_EXACT;
-	*limit = RlZoneLimit{algorithm, rate, period_us, capacity};
+	*limit = RlZoneLimit{algorithm, rate, period_us, capacity, 0};
 	return RL_ZONE_OK;
 }
 
@@ -285,6 +337,8 @@ rl_counter_take(const RlZoneLimit *limit, const RlCounterState *prior, int64_t n
 			return FixedWindowTake(*limit, prior, now_us, cost, next);
 		case RL_ALGORITHM_SLIDING_WINDOW_COUNTER:
 			return SlidingWindowCounterTake(*limit, prior, now_us, cost, next);
+		case RL_ALGORITHM_CRON_TOKEN_BUCKET:
+			return CronTokenBucketTake(*limit, prior, now_us, cost, next);
 		case RL_ALGORITHM_SLIDING_WINDOW:
 			break;				// has a state of its own: rl_sw_take
 	}
@@ -293,6 +347,12 @@ rl_counter_take(const RlZoneLimit *limit, const RlCounterState *prior, int64_t n
 	refused.decided_at_us = now_us;
 	*next = prior != nullptr ? *prior : RlCounterState{};
 	return refused;
+}
+
+extern "C" bool
+rl_counter_needs_refill(const RlZoneLimit *limit, const RlCounterState *state) noexcept
+{
+	return limit->algorithm == RL_ALGORITHM_CRON_TOKEN_BUCKET && state->a < limit->capacity;
 }
 
 extern "C" bool
