@@ -47,7 +47,7 @@ WHERE e.extname = 'ratelimit' \gset
 
 CREATE ROLE rl_pgtap_zone_attacker NOLOGIN;
 CREATE SCHEMA rl_pgtap_zevil AUTHORIZATION rl_pgtap_zone_attacker;
-GRANT EXECUTE ON FUNCTION rl_zone_set(text, text, bigint, interval, bigint, text, boolean),
+GRANT EXECUTE ON FUNCTION rl_zone_set(text, text, bigint, interval, bigint, text, boolean, text),
     rl_zone_drop(text, boolean) TO rl_pgtap_zone_attacker;
 
 SET ROLE rl_pgtap_zone_attacker;
@@ -603,7 +603,7 @@ REVOKE USAGE ON SCHEMA ratelimit FROM rl_pgtap_zone_user;
 
 -- A role granted EXECUTE on rl_zone_set (and rl_zone_drop, rl_reset) manages
 -- zones: the functions are SECURITY DEFINER, the tables stay closed to it.
-GRANT EXECUTE ON FUNCTION rl_zone_set(text, text, bigint, interval, bigint, text, boolean)
+GRANT EXECUTE ON FUNCTION rl_zone_set(text, text, bigint, interval, bigint, text, boolean, text)
     TO rl_pgtap_zone_user;
 SET ROLE rl_pgtap_zone_user;
 SELECT lives_ok($$SELECT rl_zone_set('u_zone', 'fixed_window', 2, '1 minute', history => true)$$,

@@ -44,6 +44,8 @@ inline const char *AlgorithmName(RlAlgorithm algorithm)
 			return "sliding_window_counter";
 		case RL_ALGORITHM_FIXED_WINDOW:
 			return "fixed_window";
+		case RL_ALGORITHM_CRON_TOKEN_BUCKET:
+			return "token_bucket (cron refill)";
 	}
 	return "?";
 }
