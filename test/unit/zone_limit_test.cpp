@@ -15,13 +15,14 @@ constexpr RlAlgorithm kAll[] = {RL_ALGORITHM_TOKEN_BUCKET, RL_ALGORITHM_GCRA,
 constexpr RlAlgorithm kWindows[] = {RL_ALGORITHM_SLIDING_WINDOW,
 									RL_ALGORITHM_SLIDING_WINDOW_COUNTER,
 									RL_ALGORITHM_FIXED_WINDOW};
-constexpr RlAlgorithm kBursty[] = {RL_ALGORITHM_TOKEN_BUCKET, RL_ALGORITHM_GCRA};
+constexpr RlAlgorithm kBursty[] = {RL_ALGORITHM_TOKEN_BUCKET, RL_ALGORITHM_GCRA,
+								   RL_ALGORITHM_CRON_TOKEN_BUCKET};
 
 // The error, leaving a sentinel limit untouched when there is one.
 RlZoneError Check(RlAlgorithm algorithm, int64_t rate, int64_t period_us, int64_t burst,
 				  RlZoneLimit *out = nullptr)
 {
-	RlZoneLimit limit{RL_ALGORITHM_FIXED_WINDOW, -7, -7, -7};
+	RlZoneLimit limit{RL_ALGORITHM_FIXED_WINDOW, -7, -7, -7, -7};
 	const RlZoneError error = rl_zone_limit(algorithm, rate, period_us, burst, &limit);
 	if (error != RL_ZONE_OK)
 	{
