@@ -1,4 +1,4 @@
--- ALTER EXTENSION ratelimit UPDATE from 0.1.0 to 0.2.0: the buckets of
+-- ALTER EXTENSION ratelimit UPDATE from 0.1.0 to the current version: the buckets of
 -- rl_token_bucket move from 0.1.0's table ratelimit.token_bucket into
 -- ratelimit.state with their tokens and fractions, the next call continues
 -- the count, and zones work.  Ends with the default version installed
@@ -13,7 +13,7 @@ SELECT extversion FROM pg_extension WHERE extname = 'ratelimit';
 SELECT relkind, relpersistence FROM pg_class WHERE oid = 'ratelimit.token_bucket'::regclass;
 SELECT to_regclass('ratelimit.state') AS state_table;
 
--- The installed library is 0.2.0's, which keeps state in ratelimit.state
+-- The installed library keeps state in ratelimit.state
 -- only: until the update, calls fail with a hint (and change nothing).
 SELECT rl_token_bucket('up', 1, 10, 4);
 
@@ -25,6 +25,12 @@ INSERT INTO ratelimit.token_bucket (id, tokens, token_fraction, updated_at) VALU
     ('up', 6, 0, '2026-01-01 00:00:00+00'),
     ('frac', 1, 0.15, '2026-01-01 00:00:00.5+00');
 
+-- One step at a time.  At 0.3.0 the tables lack 0.4.0's columns (the cron
+-- refill mode's): this library refuses with a hint, and changes nothing.
+ALTER EXTENSION ratelimit UPDATE TO '0.3.0';
+SELECT rl_token_bucket('up', 1, 10);
+SELECT rl_limit('any_zone', 'k');
+
 ALTER EXTENSION ratelimit UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'ratelimit';
 SELECT c.oid::regclass AS relation, c.relkind, c.relpersistence
@@ -33,7 +39,7 @@ WHERE c.oid IN ('ratelimit.token_bucket'::regclass, 'ratelimit.state'::regclass,
                 'ratelimit.zone'::regclass, 'ratelimit.history'::regclass)
 ORDER BY c.oid::regclass::text;
 -- The rows moved as they were, into zone 0, part 0.
-SELECT key, zone_id, part, tokens, token_fraction, updated_at, counter, entries
+SELECT key, zone_id, part, tokens, token_fraction, updated_at, counter, entries, refill_pending
 FROM ratelimit.state ORDER BY key;
 SELECT id, tokens, token_fraction, updated_at FROM ratelimit.token_bucket ORDER BY id;
 

@@ -252,6 +252,22 @@ InvalidateStateTable(Datum arg, Oid relid)
 		state_table_valid = false;
 }
 
+/*
+ * The library reads and writes the tables of its own version: in a database
+ * whose extension is older (new binaries, ALTER EXTENSION UPDATE not run
+ * yet) a column it needs is missing.
+ */
+void
+RlRequireColumn(Oid relid, const char *column)
+{
+	if (get_attnum(relid, column) == InvalidAttrNumber)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the ratelimit extension in this database is older than its library"),
+				 errdetail("Table %s has no column \"%s\".", get_rel_name(relid), column),
+				 errhint("Run ALTER EXTENSION ratelimit UPDATE in this database.")));
+}
+
 const RlStateTable *
 RlGetStateTable(void)
 {
@@ -268,6 +284,7 @@ RlGetStateTable(void)
 							RL_INTERNAL_SCHEMA),
 					 errhint("Run CREATE EXTENSION ratelimit in this database, or "
 							 "ALTER EXTENSION ratelimit UPDATE where an older version is installed.")));
+		RlRequireColumn(relid, "refill_pending");
 		rel = table_open(relid, AccessShareLock);
 		state_table.relid = relid;
 		state_table.owner = rel->rd_rel->relowner;

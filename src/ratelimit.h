@@ -45,6 +45,7 @@ extern void RlRequireNotNull(FunctionCallInfo fcinfo, int argno, const char *arg
 
 /* The owner of a relation: internal SQL runs as it. */
 extern Oid	RlRelationOwner(Oid relid);
+extern void RlRequireColumn(Oid relid, const char *column);
 
 /*
  * Internal statements run through SPI as the owner of the table they touch,

@@ -279,13 +279,15 @@ ZoneTable(void)
 	if (!OidIsValid(zone_table_relid))
 	{
 		Oid			nsp = get_namespace_oid(RL_INTERNAL_SCHEMA, true);
+		Oid			relid = OidIsValid(nsp) ? get_relname_relid("zone", nsp) : InvalidOid;
 
-		zone_table_relid = OidIsValid(nsp) ? get_relname_relid("zone", nsp) : InvalidOid;
-		if (!OidIsValid(zone_table_relid))
+		if (!OidIsValid(relid))
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_TABLE),
 					 errmsg("ratelimit zone table \"%s.zone\" does not exist", RL_INTERNAL_SCHEMA),
 					 errhint("Run ALTER EXTENSION ratelimit UPDATE in this database.")));
+		RlRequireColumn(relid, "refill");
+		zone_table_relid = relid;
 	}
 	return zone_table_relid;
 }
