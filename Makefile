@@ -3,6 +3,7 @@ EXTVERSION = 0.4.0
 
 MODULE_big = ratelimit
 OBJS = \
+	src/cron.o \
 	src/ratelimit.o \
 	src/state_cache.o \
 	src/store_direct.o \

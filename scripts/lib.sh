@@ -94,10 +94,8 @@ rl_cluster_start() {
 	rl_as_cluster_user "$RL_PG_BIN/initdb" -D "$RL_PGDATA" -U postgres -A trust \
 		--no-sync -E UTF8 --locale=C.UTF-8 >"$RL_CLUSTER_DIR/initdb.log" 2>&1 \
 		|| { cat "$RL_CLUSTER_DIR/initdb.log" >&2; rl_die "initdb failed"; }
-	export PGPORT; PGPORT=$(rl_free_port)
 	export PGHOST=127.0.0.1 PGUSER=postgres
 	{
-		echo "port = $PGPORT"
 		echo "listen_addresses = '127.0.0.1'"
 		echo "unix_socket_directories = ''"
 		echo "shared_preload_libraries = 'pg_cron, ratelimit'"
@@ -107,8 +105,20 @@ rl_cluster_start() {
 		local line
 		for line in "$@"; do echo "$line"; done
 	} | rl_as_cluster_user tee -a "$RL_PGDATA/postgresql.conf" >/dev/null
-	rl_cluster_ctl start -w -t 60 -l "$RL_CLUSTER_DIR/server.log" >/dev/null \
-		|| { cat "$RL_CLUSTER_DIR/server.log" >&2; rl_die "server did not start"; }
+	# A free port can be taken by another cluster before this one binds it:
+	# then try another.
+	local attempt
+	export PGPORT
+	for attempt in 1 2 3 4 5; do
+		PGPORT=$(rl_free_port)
+		if rl_cluster_ctl start -w -t 60 -o "-p $PGPORT" -l "$RL_CLUSTER_DIR/server.log" >/dev/null; then
+			echo "port = $PGPORT" | rl_as_cluster_user tee -a "$RL_PGDATA/postgresql.conf" >/dev/null
+			break
+		fi
+		grep -q 'Address already in use' "$RL_CLUSTER_DIR/server.log" && [ "$attempt" -lt 5 ] \
+			|| { cat "$RL_CLUSTER_DIR/server.log" >&2; rl_die "server did not start"; }
+		rl_log "port $PGPORT was taken; trying another"
+	done
 	rl_log "cluster '$name' running on 127.0.0.1:$PGPORT (data in $RL_PGDATA)"
 }
 

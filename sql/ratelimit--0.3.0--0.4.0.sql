@@ -106,10 +106,16 @@ REVOKE ALL ON FUNCTION rl_cron_refill(text) FROM PUBLIC;
 COMMENT ON FUNCTION rl_cron_refill(text) IS
     'One refill of a cron-refilled zone (what its pg_cron job runs); returns the buckets refilled';
 
+-- pg_cron keeps job names as type name (63 bytes): a longer zone name is
+-- named by its md5, so that every zone's job has a name of its own.
 CREATE FUNCTION ratelimit.cron_job_name(zone text)
 RETURNS text
 LANGUAGE sql IMMUTABLE STRICT
-AS $fn$ SELECT 'ratelimit_refill:' || zone $fn$;
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+    SELECT CASE WHEN octet_length(zone) <= 46 THEN 'ratelimit_refill:' || zone
+                ELSE 'ratelimit_refill:md5:' || md5(zone) END
+$fn$;
 
 -- Removes the zone's refill jobs, if pg_cron is installed here; how many.
 CREATE FUNCTION ratelimit.unschedule_refill(zone text)
@@ -231,20 +237,12 @@ COMMENT ON FUNCTION rl_cron_disable(text) IS 'Removes a zone''s refill job; fals
 
 -- DROP EXTENSION ratelimit leaves no refill job behind.  An event trigger
 -- of this extension does not fire at the end of its own drop (it is gone by
--- then), so it acts at the start of the command.
+-- then), so it acts at the start of the command, on the statement's parse
+-- tree: only a DROP EXTENSION that names ratelimit removes the jobs.
 CREATE FUNCTION ratelimit.drop_refill_jobs()
 RETURNS event_trigger
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $fn$
-BEGIN
-    IF tg_tag = 'DROP EXTENSION' AND current_query() ~* '\mratelimit\M'
-       AND to_regclass('cron.job') IS NOT NULL THEN
-        EXECUTE 'SELECT count(cron.unschedule(jobid)) FROM cron.job'
-                ' WHERE jobname LIKE ''ratelimit\_refill:%'' AND database = current_database()';
-    END IF;
-END
-$fn$;
+AS 'MODULE_PATHNAME', 'rl_drop_refill_jobs'
+LANGUAGE C;
 CREATE EVENT TRIGGER ratelimit_drop_refill_jobs ON ddl_command_start
     WHEN TAG IN ('DROP EXTENSION')
     EXECUTE FUNCTION ratelimit.drop_refill_jobs();
