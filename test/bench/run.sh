@@ -25,6 +25,11 @@
 #   7. the shmem store's shared memory (pg_shmem_allocations) per key of
 #      ratelimit.shmem_max_keys, and how many keys it kept before a new key
 #      first found no room (keys that do not recover, offered one by one);
+#   8. pg_cron refill mode: rl_limit on a refill => 'cron' token_bucket zone
+#      against the inline zone and rl_token_bucket, in-backend (as 1) and
+#      under pgbench (as 2); one rl_cron_refill run on a zone of 100k full +
+#      1k non-full buckets vs 1k non-full alone, and the same UPDATE without
+#      the partial index (a sequential scan);
 # prints a Markdown report and writes it to test/bench/RESULTS.md.
 #
 # The shmem store is not transactional and keeps its state across
@@ -43,6 +48,8 @@
 #                  and 5 (default 11)
 #   BENCH_HOT_REPS hot-key repetitions of each variant (default 5)
 #   BENCH_ZONES=0  skip sections 4, 5 and 6 (default 1)
+#   BENCH_CRON=0   skip section 8 (default 1); its repetitions are
+#                  BENCH_REPS, its pgbench rounds those of section 2
 #   BENCH_SHMEM_KEYS  ratelimit.shmem_max_keys of the cluster (default
 #                  500000): room for the ~50k measured keys without a full
 #                  8-entry set (at the default 100000, 50 % full, some sets
@@ -63,6 +70,7 @@ BENCH_PGBENCH_ROUNDS=${BENCH_PGBENCH_ROUNDS:-10}
 BENCH_REPS=${BENCH_REPS:-11}
 BENCH_HOT_REPS=${BENCH_HOT_REPS:-5}
 BENCH_ZONES=${BENCH_ZONES:-1}
+BENCH_CRON=${BENCH_CRON:-1}
 BENCH_SW_ROWS=${BENCH_SW_ROWS:-2000000}
 BENCH_BUILD=${BENCH_BUILD:-1}
 BENCH_SHMEM_KEYS=${BENCH_SHMEM_KEYS:-500000}
@@ -71,10 +79,11 @@ for v in BENCH_SECONDS BENCH_PGBENCH_ROUNDS BENCH_REPS BENCH_HOT_REPS BENCH_SW_R
 	[[ ${!v} =~ ^[1-9][0-9]*$ ]] || rl_die "$v must be a positive integer (got '${!v}')"
 done
 [[ $BENCH_ZONES =~ ^[01]$ ]] || rl_die "BENCH_ZONES must be 0 or 1 (got '$BENCH_ZONES')"
+[[ $BENCH_CRON =~ ^[01]$ ]] || rl_die "BENCH_CRON must be 0 or 1 (got '$BENCH_CRON')"
 
 # The exact command, with the settings that change what it measures.
 COMMAND="bash test/bench/run.sh"
-for v in BENCH_BUILD BENCH_SHMEM_KEYS BENCH_SW_ROWS BENCH_ZONES BENCH_HOT_REPS BENCH_REPS BENCH_PGBENCH_ROUNDS BENCH_SECONDS; do
+for v in BENCH_BUILD BENCH_SHMEM_KEYS BENCH_SW_ROWS BENCH_CRON BENCH_ZONES BENCH_HOT_REPS BENCH_REPS BENCH_PGBENCH_ROUNDS BENCH_SECONDS; do
 	if printenv "$v" >/dev/null; then COMMAND="$v=${!v} $COMMAND"; fi
 done
 [ $# -eq 0 ] || rl_die "usage: [BENCH_SECONDS=20 ...] bash test/bench/run.sh (no arguments)"
@@ -582,6 +591,251 @@ SQL
 )
 [ -z "$bad" ] || rl_die "rl_counters did not count the measured calls (zone, allowed): $bad"
 
+# ---------------------------------------------------- pg_cron refill mode --
+
+# Section 8 (SPEC 2.4, refill => 'cron').  Runs here: after the rl_counters
+# checks of sections 1 to 4 (its zones would count there) and before
+# sections 5 and 6 (section 6 empties ratelimit.state).  No pg_cron job is
+# scheduled (rl_cron_enable needs CREATE EXTENSION pg_cron): refill_tick is
+# set by UPDATE ratelimit.zone, as rl_cron_enable would, and the refill runs
+# only when the benchmark calls rl_cron_refill.
+#
+# Calls: rl_limit on a cron-refilled token_bucket zone (bench_cron, calls
+# only take; capacity far above the calls made, so nothing is refused and
+# nothing needs a refill) against the inline token_bucket zone of section 4
+# (bench_token_bucket, same rate and period; created here when BENCH_ZONES=0)
+# and rl_token_bucket (table store, direct), over the same 10k keys: in-backend
+# in interleaved repetitions, and pgbench in interleaved rounds, as in
+# sections 1 and 2.
+#
+# Refill: one rl_cron_refill run, timed in the server, on zone A (100k full
+# buckets and 1k below capacity) and zone B (the same 1k below capacity,
+# alone), and (C) the same UPDATE on A without the partial index (WHERE
+# zone_id = A AND tokens < capacity, index scans off: a sequential scan).
+# One token per run (rate 1 per minute, tick 1 minute, capacity 1000, from
+# 0 tokens), so the 1k buckets stay below capacity through every run.
+if [ "$BENCH_CRON" = 1 ]; then
+	CRON_VARIANTS=(cron inline direct)
+	CRON_FULL=100000    # zone A: full buckets
+	CRON_PENDING=1000   # zones A and B: buckets below capacity
+	CRON_CAP=1000       # zones A and B: capacity (burst), 1 token per minute
+	CRON_STEP=$(( (CRON_FULL + CRON_PENDING) / CRON_PENDING ))  # every 101st key of A is below capacity
+	cron_sql() {
+		case $1 in
+			cron) echo "SELECT count((rl_limit('bench_cron', 'k' || i, 1)).allowed OR NULL) FROM generate_series(1, $KEYS) i" ;;
+			inline) echo "SELECT count((rl_limit('bench_token_bucket', 'k' || i, 1)).allowed OR NULL) FROM generate_series(1, $KEYS) i" ;;
+			direct) inb_sql direct ;;
+		esac
+	}
+	rl_log "pg_cron refill mode: setting up the zones"
+	psql_q <<SQL
+SET client_min_messages = warning;
+CREATE TABLE bench.cron_counters_before AS SELECT * FROM rl_counters;
+CREATE TABLE bench.cron_pgbench (LIKE bench.pgbench);
+CREATE TABLE bench.cron_setup (
+    zone_a_keys     bigint NOT NULL,   -- rows of zone A
+    zone_a_pending  bigint NOT NULL,   -- of which below capacity (refill_pending)
+    zone_b_keys     bigint NOT NULL,
+    state_rows      bigint NOT NULL,   -- ratelimit.state, every zone
+    state_pages     bigint NOT NULL,
+    idx_entries     bigint NOT NULL,   -- rows with refill_pending (every cron zone)
+    idx_bytes       bigint NOT NULL    -- state_refill_idx
+);
+CREATE TABLE bench.cron_plan (
+    variant  text NOT NULL,
+    scan     text NOT NULL,   -- the UPDATE's scan node (auto_explain)
+    buffers  text             -- the UPDATE's buffers
+);
+$([ "$BENCH_ZONES" = 1 ] || echo "SELECT rl_zone_set('bench_token_bucket', 'token_bucket', $ZONE_RATE, interval '$ZONE_PERIOD');")
+SELECT rl_zone_set('bench_cron', 'token_bucket', $ZONE_RATE, interval '$ZONE_PERIOD', refill => 'cron');
+-- The tick rl_cron_enable would pick with the installed pg_cron.
+UPDATE ratelimit.zone
+   SET refill_tick = coalesce((ratelimit.cron_plan(
+           (SELECT default_version FROM pg_available_extensions WHERE name = 'pg_cron'), rate, period)).tick,
+       interval '1 minute')
+ WHERE zone = 'bench_cron';
+SELECT rl_zone_set('bench_cron_a', 'token_bucket', 1, interval '1 minute', burst => $CRON_CAP, refill => 'cron');
+SELECT rl_zone_set('bench_cron_b', 'token_bucket', 1, interval '1 minute', burst => $CRON_CAP, refill => 'cron');
+UPDATE ratelimit.zone SET refill_tick = interval '1 minute' WHERE zone IN ('bench_cron_a', 'bench_cron_b');
+
+-- (C): rl_cron_refill (sql/ratelimit--0.3.0--0.4.0.sql) with the UPDATE's
+-- WHERE on the zone and the tokens instead of the partial index's
+-- predicate, and index scans off: the primary key (key, zone_id, part) does
+-- not lead with zone_id, so without state_refill_idx the UPDATE reads the
+-- whole table.
+CREATE FUNCTION bench.cron_refill_seqscan(p_zone text)
+RETURNS bigint
+LANGUAGE plpgsql
+SET enable_indexscan = off
+SET enable_bitmapscan = off
+SET enable_indexonlyscan = off
+AS \$fn\$
+DECLARE
+    z ratelimit.zone;
+    cap numeric;
+    p numeric;
+    per_tick numeric;
+    refilled bigint;
+BEGIN
+    SELECT * INTO z FROM ratelimit.zone AS zz WHERE zz.zone = p_zone;
+    cap := coalesce(z.burst, z.rate);
+    p := ratelimit.period_micros(z.period);
+    per_tick := z.rate * ratelimit.period_micros(z.refill_tick);
+    UPDATE ratelimit.state AS s
+    SET tokens = CASE WHEN s.tokens * p + s.counter + per_tick >= cap * p THEN cap
+                      ELSE div(s.tokens * p + s.counter + per_tick, p) END,
+        counter = CASE WHEN s.tokens * p + s.counter + per_tick >= cap * p THEN 0
+                       ELSE mod(s.tokens * p + s.counter + per_tick, p) END,
+        refill_pending = CASE WHEN s.tokens * p + s.counter + per_tick >= cap * p THEN NULL
+                              ELSE true END
+    WHERE s.zone_id = z.zone_id AND s.tokens < cap;
+    GET DIAGNOSTICS refilled = ROW_COUNT;
+    RETURN refilled;
+END
+\$fn\$;
+SQL
+
+	rl_log "pg_cron refill mode: in-backend, $KEYS keys x ${#CRON_VARIANTS[@]} variants x $BENCH_REPS reps"
+	{
+		echo "SET client_min_messages = warning;"
+		echo "SET ratelimit.table_access = direct;"
+		# Warm-up: the keys 'k0' .. 'k$KEYS' in every variant (the cron
+		# zone's are new), 1000 per transaction.
+		for v in "${CRON_VARIANTS[@]}"; do
+			for ((lo = 0; lo <= KEYS; lo += 1000)); do
+				case $v in
+					cron) f="(rl_limit('bench_cron', 'k' || i, 1)).allowed OR NULL" ;;
+					inline) f="(rl_limit('bench_token_bucket', 'k' || i, 1)).allowed OR NULL" ;;
+					direct) f="rl_token_bucket('k' || i, $RATE, $WINDOW, 1)" ;;
+				esac
+				echo "SELECT count($f) FROM generate_series($lo, least($lo + 999, $KEYS)) i;"
+			done
+		done
+		echo "VACUUM ANALYZE ratelimit.state;"
+		# Rep 0 warms the backend's caches and is not recorded.
+		for rep in $(seq 0 "$BENCH_REPS"); do
+			for v in "${CRON_VARIANTS[@]}"; do
+				echo "CALL bench.measure('cron_calls', '$v', $rep, 'direct', $KEYS, \$q\$$(cron_sql "$v")\$q\$);"
+			done
+			echo "VACUUM ratelimit.state;"
+		done
+	} >"$OUT/cron_calls.sql"
+	psql_q -f "$OUT/cron_calls.sql" >"$OUT/cron_calls.log"
+
+	printf '\\set k random(1, %d)\nSELECT rl_limit('"'bench_cron'"', '"'k'"' || :k, 1);\n' "$KEYS" >"$OUT/cron-cron.pgb"
+	printf '\\set k random(1, %d)\nSELECT rl_limit('"'bench_token_bucket'"', '"'k'"' || :k, 1);\n' "$KEYS" >"$OUT/cron-inline.pgb"
+	cp "$OUT/direct.pgb" "$OUT/cron-direct.pgb"
+	for round in $(seq 1 "$PGB_ROUNDS"); do
+		rl_log "pg_cron refill mode: pgbench round $round/$PGB_ROUNDS: ${#CRON_VARIANTS[@]} variants x 1 and 2 clients, ${PGB_RUN_SECONDS}s each"
+		for clients in 1 2; do
+			for v in "${CRON_VARIANTS[@]}"; do
+				psql_q -c "VACUUM ratelimit.state"
+				log="$OUT/pgbench-cron-$v-$clients-$round.log"
+				PGOPTIONS="-c ratelimit.table_access=direct" "$PGBENCH" -n -M prepared -c "$clients" -j "$clients" \
+					-T "$PGB_RUN_SECONDS" -f "$OUT/cron-$v.pgb" postgres >"$log" 2>&1 \
+					|| { cat "$log" >&2; rl_die "pgbench cron-$v ($clients clients) failed"; }
+				tps=$(sed -n 's/^tps = \([0-9.]*\) (without initial connection time)$/\1/p' "$log")
+				xacts=$(sed -n 's/^number of transactions actually processed: \([0-9]*\)$/\1/p' "$log")
+				if [ -z "$tps" ] || [ -z "$xacts" ] || [ "$xacts" -eq 0 ]; then
+					cat "$log" >&2; rl_die "could not read pgbench output for cron-$v ($clients clients)"
+				fi
+				if grep -qiE 'error|abort' "$log" || ! grep -q '^number of failed transactions: 0 ' "$log"; then
+					cat "$log" >&2; rl_die "pgbench cron-$v ($clients clients) reported errors"
+				fi
+				psql_q -c "INSERT INTO bench.cron_pgbench VALUES ($round, $clients, '$v', $tps, $xacts)"
+			done
+		done
+	done
+
+	# Every call of the section admitted (rl_counters, since its start): no
+	# refusal in the three, and the cron zone counted at least its
+	# in-backend calls and pgbench's transactions.
+	bad=$(psql_at -F ' ' <<SQL
+SELECT c.zone, c.allowed - coalesce(b.allowed, 0), c.refused - coalesce(b.refused, 0)
+  FROM rl_counters c LEFT JOIN bench.cron_counters_before b USING (zone)
+ WHERE c.zone IN ('bench_cron', 'bench_token_bucket', '(rl_token_bucket)')
+   AND (c.refused > coalesce(b.refused, 0)
+        OR (c.zone = 'bench_cron' AND c.allowed - coalesce(b.allowed, 0)
+            < $(( (KEYS + 1) + (BENCH_REPS + 1) * KEYS )) + (SELECT sum(xacts) FROM bench.cron_pgbench WHERE variant = 'cron')));
+SELECT 'no counters for bench_cron' WHERE NOT EXISTS (SELECT FROM rl_counters WHERE zone = 'bench_cron');
+SQL
+)
+	[ -z "$bad" ] || rl_die "pg_cron refill mode: refused or uncounted calls (zone, allowed, refused): $bad"
+
+	# The refill zones' state, written directly: key by key 'r1' ..
+	# 'r$(( CRON_FULL + CRON_PENDING ))' in zone A, every ${CRON_STEP}th below
+	# capacity (0 tokens, refill_pending) and the others full (capacity,
+	# refill_pending NULL, as a call or a refill leaves a full bucket); zone B
+	# holds the keys below capacity only, each row right after A's row of the
+	# same key, so that A's and B's refills update rows of the same pages.
+	rl_log "pg_cron refill mode: refill of $CRON_PENDING buckets, with and without $CRON_FULL full ones, x $BENCH_REPS reps"
+	{
+		echo "SET client_min_messages = warning;"
+		echo "INSERT INTO ratelimit.state (key, zone_id, part, tokens, token_fraction, updated_at, counter, entries, refill_pending)
+SELECT 'r' || i, z.zone_id, 0, CASE WHEN f.full THEN $CRON_CAP ELSE 0 END, 0, now(), 0, NULL,
+       CASE WHEN f.full THEN NULL ELSE true END
+  FROM generate_series(1, $(( CRON_FULL + CRON_PENDING ))) i
+ CROSS JOIN LATERAL (SELECT i % $CRON_STEP <> 0 AS full) f
+  JOIN ratelimit.zone z ON z.zone = 'bench_cron_a' OR (z.zone = 'bench_cron_b' AND NOT f.full)
+ ORDER BY i, z.zone;"
+		echo "VACUUM ANALYZE ratelimit.state;"
+		echo "INSERT INTO bench.cron_setup
+SELECT count(*) FILTER (WHERE s.zone_id = a.zone_id),
+       count(*) FILTER (WHERE s.zone_id = a.zone_id AND s.refill_pending),
+       count(*) FILTER (WHERE s.zone_id = b.zone_id),
+       count(*), pg_relation_size('ratelimit.state') / current_setting('block_size')::int,
+       count(*) FILTER (WHERE s.refill_pending), pg_relation_size('ratelimit.state_refill_idx')
+  FROM ratelimit.state s, ratelimit.zone a, ratelimit.zone b
+ WHERE a.zone = 'bench_cron_a' AND b.zone = 'bench_cron_b';"
+		# Rep 0 is not recorded.  Each run refills exactly the buckets below
+		# capacity (checked: the count returned).
+		for rep in $(seq 0 "$BENCH_REPS"); do
+			for v in A B C; do
+				case $v in
+					A) sql="SELECT rl_cron_refill('bench_cron_a')" ;;
+					B) sql="SELECT rl_cron_refill('bench_cron_b')" ;;
+					C) sql="SELECT bench.cron_refill_seqscan('bench_cron_a')" ;;
+				esac
+				echo "VACUUM ratelimit.state;"
+				echo "CALL bench.measure('cron_refill', '$v', $rep, NULL, $CRON_PENDING, \$q\$$sql\$q\$);"
+			done
+		done
+		echo "VACUUM ratelimit.state;"
+	} >"$OUT/cron_refill.sql"
+	psql_q -f "$OUT/cron_refill.sql" >"$OUT/cron_refill.log"
+
+	# The plan of each run's UPDATE (auto_explain), in a session of its
+	# own: the sixth run, once PL/pgSQL may have moved to a generic plan.
+	for v in A B C; do
+		case $v in
+			A) sql="SELECT rl_cron_refill('bench_cron_a')" ;;
+			B) sql="SELECT rl_cron_refill('bench_cron_b')" ;;
+			C) sql="SELECT bench.cron_refill_seqscan('bench_cron_a')" ;;
+		esac
+		psql_q >"$OUT/cron_plan-$v.log" 2>&1 <<SQL
+$(for _ in 1 2 3 4 5; do echo "$sql;"; done)
+LOAD 'auto_explain';
+SET auto_explain.log_min_duration = 0;
+SET auto_explain.log_nested_statements = on;
+SET auto_explain.log_analyze = on;
+SET auto_explain.log_buffers = on;
+SET auto_explain.log_timing = off;
+SET auto_explain.log_level = notice;
+SET client_min_messages = notice;
+$sql;
+SQL
+		# The UPDATE's block: its scan node and the Update node's buffers.
+		scan=$(awk '/Query Text: UPDATE ratelimit.state/ { u = 1; next } u && /Scan/ { print; exit }' "$OUT/cron_plan-$v.log" \
+			| sed -e 's/^ *//' -e 's/^->  *//' -e 's/  *(cost=[^)]*)//')
+		buffers=$(awk '/Query Text: UPDATE ratelimit.state/ { u = 1; next } u && /Buffers:/ { print; exit }' "$OUT/cron_plan-$v.log" \
+			| sed -e 's/^ *Buffers: *//')
+		[ -n "$scan" ] || { cat "$OUT/cron_plan-$v.log" >&2; rl_die "pg_cron refill mode: no plan found for $v"; }
+		psql_q -v variant="$v" -v scan="$scan" -v buffers="$buffers" <<'SQL'
+INSERT INTO bench.cron_plan VALUES (:'variant', :'scan', NULLIF(:'buffers', ''));
+SQL
+	done
+fi
+
 # ------------------------------------------- exact sliding window vs log --
 
 if [ "$BENCH_ZONES" = 1 ]; then
@@ -764,6 +1018,7 @@ PG_VERSION=$(psql_at -c "SELECT version()")
 psql_at -v seconds="$PGB_RUN_SECONDS" -v rounds="$PGB_ROUNDS" -v keys="$KEYS" \
 	-v zones="$BENCH_ZONES" -v zone_rate="$ZONE_RATE" -v zone_period="$ZONE_PERIOD" \
 	-v sw_period="$SW_PERIOD" -v sw_spacing="$SW_SPACING" -v size_period="$SIZE_PERIOD" \
+	-v cron="$BENCH_CRON" -v rate="$RATE" -v window="$WINDOW" -v cron_cap="${CRON_CAP:-0}" \
 	>"$OUT/report.md" <<'SQL'
 CREATE TEMP VIEW label(variant, label) AS VALUES
     ('select1', '`SELECT 1`'),
@@ -1002,6 +1257,101 @@ SELECT format('| %s | %s | %s | %s (%s %%) | %s (%s %%) | %s |',
   FROM bench.shmem;
 \echo ''
 
+\if :cron
+CREATE TEMP VIEW cron_label(variant, label, n) AS VALUES
+    ('cron', '`rl_limit`, `token_bucket` zone, `refill => ''cron''`', 1),
+    ('inline', '`rl_limit`, `token_bucket` zone, inline refill', 2),
+    ('direct', '`rl_token_bucket`, table store, table_access=direct', 3);
+CREATE TEMP VIEW cron_inb AS
+SELECT variant,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY secs / calls) * 1e6 AS us,
+       min(secs / calls) * 1e6 AS us_min,
+       max(secs / calls) * 1e6 AS us_max,
+       count(*) AS reps
+  FROM bench.timings WHERE phase = 'cron_calls' GROUP BY variant;
+CREATE TEMP VIEW cron_pgb AS
+SELECT clients, variant, sum(xacts) / sum(xacts / tps) AS tps,
+       min(tps) AS tps_min, max(tps) AS tps_max, count(*) AS runs
+  FROM bench.cron_pgbench GROUP BY clients, variant;
+CREATE TEMP VIEW cron_ref AS
+SELECT variant,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY secs) * 1e3 AS ms,
+       min(secs) * 1e3 AS ms_min,
+       max(secs) * 1e3 AS ms_max,
+       max(calls) AS refilled,
+       count(*) AS reps
+  FROM bench.timings WHERE phase = 'cron_refill' GROUP BY variant;
+
+\echo '## 8. pg_cron refill mode'
+\echo ''
+\echo '### Calls'
+\echo ''
+SELECT format('`SELECT count((rl_limit(''bench_cron'', ''k'' || i, 1)).allowed OR NULL) FROM generate_series(1, %s) i` on a cron-refilled zone, `rl_zone_set(''bench_cron'', ''token_bucket'', %s, ''%s'', refill => ''cron'')`, against the same statement on the inline zone `bench_token_bucket` (`rl_zone_set(''bench_token_bucket'', ''token_bucket'', %s, ''%s'')`, section 4''s) and `SELECT count(rl_token_bucket(''k'' || i, %s, %s, 1)) FROM generate_series(1, %s) i` (table store, table_access=direct), over the keys `''k1''` … `''k%s''` (created by a warm-up in each), each key once per statement. The cron zone''s `refill_tick` is %s, set by `UPDATE ratelimit.zone` (what `rl_cron_enable` picks with the installed pg_cron %s); no pg_cron job is scheduled, so a call only takes tokens and nothing refills while measuring (every key holds far more tokens than the calls it gets: the capacity is the rate). Timed inside the server (clock_timestamp() around EXECUTE + COMMIT), table_access=direct; median of %s repetitions, the three interleaved (each repetition: cron zone, inline zone, `rl_token_bucket`, then VACUUM), after one unrecorded warm-up round. Every call is admitted: the `rl_limit` statements count admitted calls only (checked), and `rl_counters` shows no refused call of the three over the whole section, pgbench included. The × columns are the named variant''s µs/call over the row''s (above 1: the row is faster).',
+              :'keys', :'zone_rate', :'zone_period', :'zone_rate', :'zone_period', :'rate', :'window', :'keys', :'keys',
+              (SELECT refill_tick FROM ratelimit.zone WHERE zone = 'bench_cron'),
+              coalesce((SELECT default_version FROM pg_available_extensions WHERE name = 'pg_cron'), '(none)'),
+              max(reps))
+  FROM cron_inb;
+\echo ''
+\echo '| variant | µs/call (median) | min–max µs/call | calls/s | × inline zone | × `rl_token_bucket` |'
+\echo '| --- | ---: | ---: | ---: | ---: | ---: |'
+SELECT format('| %s | %s | %s–%s | %s | %s | %s |', l.label,
+              to_char(c.us, 'FM990.00'), to_char(c.us_min, 'FM990.00'), to_char(c.us_max, 'FM990.00'),
+              to_char(1e6 / c.us, 'FM9999999990'),
+              to_char(i.us / c.us, 'FM990.00'), to_char(d.us / c.us, 'FM990.00'))
+  FROM cron_inb c JOIN cron_label l USING (variant)
+ CROSS JOIN (SELECT us FROM cron_inb WHERE variant = 'inline') i
+ CROSS JOIN (SELECT us FROM cron_inb WHERE variant = 'direct') d
+ ORDER BY l.n;
+\echo ''
+SELECT format('pgbench -M prepared -n, `\set k random(1, 10000)` then `SELECT rl_limit(''bench_cron'', ''k'' || :k, 1);` (the inline zone: `''bench_token_bucket''`; `rl_token_bucket`: section 2''s script), one call per transaction, `-j` = clients, `PGOPTIONS=''-c ratelimit.table_access=direct''` for all three. Rounds of their own, after section 2''s: each variant and client count runs %s × `-T %s`, interleaved with the others (round 1 of every variant and client count, then round 2 …; VACUUM before each run); tps = all transactions of those runs / their time (without connecting), min–max over the runs. The × columns are the row''s tps over the named variant''s.',
+              max(runs), :'seconds')
+  FROM cron_pgb;
+\echo ''
+\echo '| variant | clients | tps | min–max tps | × inline zone | × `rl_token_bucket` |'
+\echo '| --- | ---: | ---: | ---: | ---: | ---: |'
+SELECT format('| %s | %s | %s | %s–%s | %s | %s |', l.label, b.clients, to_char(b.tps, 'FM9999999990'),
+              to_char(b.tps_min, 'FM9999999990'), to_char(b.tps_max, 'FM9999999990'),
+              to_char(b.tps / i.tps, 'FM990.00'), to_char(b.tps / d.tps, 'FM990.00'))
+  FROM cron_pgb b JOIN cron_label l USING (variant)
+  JOIN cron_pgb i ON i.clients = b.clients AND i.variant = 'inline'
+  JOIN cron_pgb d ON d.clients = b.clients AND d.variant = 'direct'
+ ORDER BY b.clients, l.n;
+\echo ''
+\echo '### One refill run'
+\echo ''
+SELECT format('Two zones `rl_zone_set(''bench_cron_a'' | ''bench_cron_b'', ''token_bucket'', 1, ''1 minute'', burst => %s, refill => ''cron'')`, their `refill_tick` set to 1 minute by `UPDATE ratelimit.zone` (no pg_cron job): a run adds rate × tick / period = 1 token to each bucket below capacity, so buckets that start at 0 tokens stay below capacity through every run, and every run refills the same %s buckets (checked: the count each run returns). Their state is written by one `INSERT INTO ratelimit.state … SELECT` (as superuser), key by key `''r1''` … `''r%s''`: zone A (`bench_cron_a`) holds all %s keys, %s full (tokens = capacity, `refill_pending` NULL, as a call or a refill leaves a full bucket: not in the partial index `state_refill_idx`) and one key in %s below capacity (0 tokens, `refill_pending` true); zone B (`bench_cron_b`) holds the same %s keys below capacity and nothing else, each row inserted right after A''s row of the same key, so that A''s and B''s refills update rows on the same heap pages; then VACUUM ANALYZE. At that point `ratelimit.state` holds %s rows in %s pages (every zone of the run so far), and the partial index %s entries (%s bytes; the cron zone of the calls above has its keys there too). Measured: (A) `SELECT rl_cron_refill(''bench_cron_a'')`, (B) `SELECT rl_cron_refill(''bench_cron_b'')`, and (C) `SELECT bench.cron_refill_seqscan(''bench_cron_a'')`: `rl_cron_refill`''s body (same zone lookup, same `UPDATE … SET`) with `WHERE s.zone_id = z.zone_id AND s.tokens < cap` instead of `… AND s.refill_pending`, and `SET enable_indexscan = off, enable_bitmapscan = off, enable_indexonlyscan = off` on the function: without the partial index the UPDATE has no index leading with zone_id (the primary key is (key, zone_id, part)) and reads the whole table. Timed inside the server (clock_timestamp() around the SELECT + COMMIT, the procedure of section 1); VACUUM ratelimit.state before each run; A, B and C in turn in each repetition; median of %s repetitions after one unrecorded round. Plans: the UPDATE''s scan node and buffers, by auto_explain (`log_analyze`, `log_buffers`, `log_nested_statements`) on the sixth run in a session of its own, after the repetitions.',
+              :'cron_cap', c.zone_b_keys, c.zone_a_keys, c.zone_a_keys, c.zone_a_keys - c.zone_a_pending,
+              c.zone_a_keys / c.zone_a_pending, c.zone_b_keys, c.state_rows, c.state_pages, c.idx_entries, c.idx_bytes,
+              (SELECT max(reps) FROM cron_ref))
+  FROM bench.cron_setup c;
+\echo ''
+\echo '| run | zone | keys in the zone | refilled per run | ms (median) | min–max ms | µs per refilled bucket | × B | the UPDATE''s scan (auto_explain) | its buffers |'
+\echo '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |'
+SELECT format('| %s | `%s` | %s | %s | %s | %s–%s | %s | %s | %s | %s |',
+              CASE r.variant WHEN 'A' THEN 'A: `rl_cron_refill`'
+                             WHEN 'B' THEN 'B: `rl_cron_refill`'
+                             ELSE 'C: same UPDATE, no partial index' END,
+              CASE r.variant WHEN 'B' THEN 'bench_cron_b' ELSE 'bench_cron_a' END,
+              CASE r.variant WHEN 'B' THEN c.zone_b_keys ELSE c.zone_a_keys END,
+              r.refilled, to_char(r.ms, 'FM9990.00'), to_char(r.ms_min, 'FM9990.00'), to_char(r.ms_max, 'FM9990.00'),
+              to_char(r.ms * 1e3 / r.refilled, 'FM9990.00'), to_char(r.ms / b.ms, 'FM9990.00'),
+              coalesce('`' || p.scan || '`', '—'), coalesce(p.buffers, '—'))
+  FROM cron_ref r CROSS JOIN bench.cron_setup c
+ CROSS JOIN (SELECT ms FROM cron_ref WHERE variant = 'B') b
+  LEFT JOIN bench.cron_plan p USING (variant)
+ ORDER BY r.variant;
+\echo ''
+SELECT format('**A / B = %s×** (%s ms vs %s ms): the zone''s %s full buckets change the time of a refill of its %s buckets below capacity by %s %%. Without the partial index (C) the same refill reads all %s rows of `ratelimit.state` and takes %s ms, **%s× A**.',
+              to_char(a.ms / b.ms, 'FM990.00'), to_char(a.ms, 'FM9990.00'), to_char(b.ms, 'FM9990.00'),
+              to_char(s.zone_a_keys - s.zone_a_pending, 'FM999G999G999'), to_char(s.zone_a_pending, 'FM999G999G999'),
+              to_char(100 * (a.ms / b.ms - 1), 'FMSG9990'),
+              to_char(s.state_rows, 'FM999G999G999'), to_char(c.ms, 'FM9990.00'), to_char(c.ms / a.ms, 'FM9990.0'))
+  FROM cron_ref a, cron_ref b, cron_ref c, bench.cron_setup s
+ WHERE a.variant = 'A' AND b.variant = 'B' AND c.variant = 'C';
+\echo ''
+\endif
+
 \echo '## Targets (SPEC §5)'
 \echo ''
 \echo '| target | measured | result |'
@@ -1072,6 +1422,28 @@ SELECT format('- `rl_sliding_window` µs/call at limit 10,000 / at limit 10, win
               to_char(b.ours_us / a.ours_us, 'FM990.00'), to_char(b.ours_us, 'FM9990.00'), to_char(a.ours_us, 'FM9990.00'),
               to_char(b.log_us / a.log_us, 'FM99990.0'))
   FROM swr a, swr b WHERE a.lim = 10 AND b.lim = 10000;
+\endif
+\if :cron
+\echo ''
+\echo 'Not a §5 target, stated as measured (SPEC §2.4, pg_cron refill mode; the issue: one refill run costs about the same however many full buckets the zone holds):'
+\echo ''
+SELECT format('- one `rl_cron_refill` run over %s buckets below capacity, in a zone that also holds %s full buckets (A) / alone (B): %s× (%s ms vs %s ms); the same UPDATE without the partial index (a sequential scan of the %s rows of `ratelimit.state`): %s ms, %s× A.',
+              to_char(s.zone_a_pending, 'FM999G999G999'), to_char(s.zone_a_keys - s.zone_a_pending, 'FM999G999G999'),
+              to_char(a.ms / b.ms, 'FM990.00'), to_char(a.ms, 'FM9990.00'), to_char(b.ms, 'FM9990.00'),
+              to_char(s.state_rows, 'FM999G999G999'), to_char(c.ms, 'FM9990.00'), to_char(c.ms / a.ms, 'FM9990.0'))
+  FROM cron_ref a, cron_ref b, cron_ref c, bench.cron_setup s
+ WHERE a.variant = 'A' AND b.variant = 'B' AND c.variant = 'C';
+SELECT format('- `rl_limit` on a cron zone, in-backend: %s µs/call, against %s µs on the inline zone and %s µs for `rl_token_bucket` (its calls/s: %s× and %s× theirs).',
+              to_char(c.us, 'FM990.00'), to_char(i.us, 'FM990.00'), to_char(d.us, 'FM990.00'),
+              to_char(i.us / c.us, 'FM990.00'), to_char(d.us / c.us, 'FM990.00'))
+  FROM cron_inb c, cron_inb i, cron_inb d WHERE c.variant = 'cron' AND i.variant = 'inline' AND d.variant = 'direct';
+SELECT format('- `rl_limit` on a cron zone, pgbench, %s client%s: %s tps, %s× the inline zone (%s tps), %s× `rl_token_bucket` (%s tps).',
+              c.clients, CASE WHEN c.clients > 1 THEN 's' ELSE '' END, to_char(c.tps, 'FM9999999990'),
+              to_char(c.tps / i.tps, 'FM990.00'), to_char(i.tps, 'FM9999999990'),
+              to_char(c.tps / d.tps, 'FM990.00'), to_char(d.tps, 'FM9999999990'))
+  FROM cron_pgb c JOIN cron_pgb i ON i.clients = c.clients AND i.variant = 'inline'
+  JOIN cron_pgb d ON d.clients = c.clients AND d.variant = 'direct'
+ WHERE c.variant = 'cron' ORDER BY c.clients;
 \endif
 SQL
 
