@@ -10,6 +10,9 @@
 #   fault       test/fault/          restarts, crash, SIGKILL }
 #   load        test/load/           pgbench on one key: token }
 #                                    bucket, sliding window   }
+#   cron        test/cron/cron.sh    the pg_cron refill mode with a real
+#                                    pg_cron (own clusters; waits up to
+#                                    75 s for the scheduler)
 #
 # The shmem store's suites (sql/shmem.sql, test/isolation/specs/shmem_*,
 # test/pgtap/shmem.sql, test/fault/shmem.sh, the load test with
@@ -117,6 +120,8 @@ seen=$(PGOPTIONS="-c ratelimit.default_store=shmem" rl_psql -d postgres -tA -c '
 run_tap_script "load (shmem)" "$RESULTS/load-shmem.log" \
 	env PGOPTIONS="-c ratelimit.default_store=shmem" bash test/load/concurrency.sh 2 3
 run_tap_script "fault (shmem)" "$RESULTS/fault-shmem.log" bash test/fault/shmem.sh
+echo "---- pg_cron refill mode, end to end (once)"
+run_tap_script "cron (pg_cron)" "$RESULTS/cron.log" bash test/cron/cron.sh
 
 for access in direct spi; do
 	export PGOPTIONS="-c ratelimit.table_access=$access"

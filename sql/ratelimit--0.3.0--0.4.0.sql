@@ -15,6 +15,13 @@ ALTER TABLE ratelimit.zone
 COMMENT ON COLUMN ratelimit.zone.refill_tick IS
     'Time between two runs of the zone''s refill job (set by rl_cron_enable); NULL: no job';
 
+-- Writes this transaction's cached changes of a zone to the table, to be
+-- read back after a statement that changes its rows (rl_cron_refill).
+CREATE FUNCTION ratelimit.flush_zone_state(zone_id int)
+RETURNS void
+AS 'MODULE_PATHNAME', 'rl_flush_zone_state'
+LANGUAGE C STRICT;
+
 -- A period in microseconds as the C code counts it (a month is 30 days).
 CREATE FUNCTION ratelimit.period_micros(period interval)
 RETURNS numeric
@@ -87,15 +94,20 @@ BEGIN
         RAISE EXCEPTION 'zone "%" has no refill job', zone USING ERRCODE = '55000',
             HINT = format('SELECT rl_cron_enable(%L) schedules it.', zone);
     END IF;
+    -- This transaction's own calls on the zone may sit in its cache, to be
+    -- written at commit over this UPDATE: write them first, and have the
+    -- cache read the refilled rows back.
+    PERFORM ratelimit.flush_zone_state(z.zone_id);
     cap := coalesce(z.burst, z.rate);
     p := ratelimit.period_micros(z.period);
     per_tick := z.rate * ratelimit.period_micros(z.refill_tick);
+    -- The part token is below one token (as the calls read it).
     UPDATE ratelimit.state AS s
-    SET tokens = CASE WHEN s.tokens * p + s.counter + per_tick >= cap * p THEN cap
-                      ELSE div(s.tokens * p + s.counter + per_tick, p) END,
-        counter = CASE WHEN s.tokens * p + s.counter + per_tick >= cap * p THEN 0
-                       ELSE mod(s.tokens * p + s.counter + per_tick, p) END,
-        refill_pending = CASE WHEN s.tokens * p + s.counter + per_tick >= cap * p THEN NULL
+    SET tokens = CASE WHEN s.tokens * p + least(s.counter, p - 1) + per_tick >= cap * p THEN cap
+                      ELSE div(s.tokens * p + least(s.counter, p - 1) + per_tick, p) END,
+        counter = CASE WHEN s.tokens * p + least(s.counter, p - 1) + per_tick >= cap * p THEN 0
+                       ELSE mod(s.tokens * p + least(s.counter, p - 1) + per_tick, p) END,
+        refill_pending = CASE WHEN s.tokens * p + least(s.counter, p - 1) + per_tick >= cap * p THEN NULL
                               ELSE true END
     WHERE s.zone_id OPERATOR(pg_catalog.=) z.zone_id AND s.refill_pending;
     GET DIAGNOSTICS refilled = ROW_COUNT;
@@ -191,16 +203,17 @@ BEGIN
 
     -- What the refill needs, and nothing more: read the zone, rewrite the
     -- refilled columns of the state.
-    EXECUTE format('GRANT USAGE ON SCHEMA ratelimit, %I TO %I', '@extschema@', run_as);
+    -- @extschema@ comes quoted already.
+    EXECUTE format('GRANT USAGE ON SCHEMA ratelimit, %s TO %I', '@extschema@', run_as);
     EXECUTE format('GRANT SELECT ON ratelimit.zone TO %I', run_as);
     EXECUTE format('GRANT SELECT (zone_id, tokens, counter, refill_pending),'
                    ' UPDATE (tokens, counter, refill_pending) ON ratelimit.state TO %I', run_as);
-    EXECUTE format('GRANT EXECUTE ON FUNCTION %I.rl_cron_refill(text) TO %I', '@extschema@', run_as);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %s.rl_cron_refill(text) TO %I', '@extschema@', run_as);
 
     PERFORM ratelimit.unschedule_refill(zone);
     EXECUTE 'SELECT cron.schedule($1, $2, $3)' INTO job
         USING ratelimit.cron_job_name(zone), plan.schedule,
-              format('SELECT %I.rl_cron_refill(%L)', '@extschema@', zone);
+              format('SELECT %s.rl_cron_refill(%L)', '@extschema@', zone);
     EXECUTE 'SELECT cron.alter_job(job_id => $1, username => $2)' USING job, run_as::text;
     UPDATE ratelimit.zone AS zz SET refill_tick = plan.tick WHERE zz.zone_id = z.zone_id;
     RETURN job;
@@ -322,9 +335,18 @@ BEGIN
             refill_tick = CASE WHEN fresh THEN NULL ELSE z.refill_tick END,
             updated_at = now()
         WHERE z.zone_id = existing.zone_id;
-        -- A cron zone whose capacity grew: its full buckets are below the
-        -- new capacity, and the refill job must visit them again.
         IF NOT fresh AND rl_zone_set.refill = 'cron' THEN
+            -- The part token is counted in units of 1 / period: keep its
+            -- value under a new period (rounded down, never a gift).
+            IF existing.period <> rl_zone_set.period THEN
+                UPDATE ratelimit.state s
+                SET counter = div(least(s.counter, ratelimit.period_micros(existing.period) - 1)
+                                  * ratelimit.period_micros(rl_zone_set.period),
+                                  ratelimit.period_micros(existing.period))
+                WHERE s.zone_id = existing.zone_id AND s.counter <> 0;
+            END IF;
+            -- A capacity that grew: full buckets are below it now, and the
+            -- refill job must visit them again.
             UPDATE ratelimit.state s SET refill_pending = true
             WHERE s.zone_id = existing.zone_id AND s.refill_pending IS NULL
               AND s.tokens < coalesce(rl_zone_set.burst, rl_zone_set.rate);

@@ -39,6 +39,7 @@ typedef struct CachedState
 	RlRowRef	ref;
 	const RlStoreOps *store;
 	bool		dirty;			/* row is newer than what the store holds */
+	bool		stale;			/* the store's row is newer (a refill wrote it): re-read */
 	bool		forgotten;		/* state deleted by this transaction: not a copy */
 	SubTransactionId undo_subid;	/* last subtransaction that saved an undo */
 } CachedState;
@@ -180,6 +181,23 @@ SaveForRollback(CachedState *entry)
 	entry->undo_subid = subid;
 }
 
+/* Reads the row a statement of this transaction changed under our lock. */
+static void
+RefreshEntry(CachedState *entry)
+{
+	void	   *handle = entry->store->begin();
+	RlStateRow	row;
+	RlRowRef	ref;
+
+	if (!entry->store->fetch(handle, &entry->key, RL_FETCH_LOCK, &row, &ref))
+		elog(ERROR, "rate-limit state row vanished while locked");
+	SaveForRollback(entry);
+	SetRow(entry, &row);
+	entry->ref = ref;
+	entry->stale = false;
+	entry->store->end(handle);
+}
+
 /* The cached copy of key, unless there is none or its state was deleted. */
 static CachedState *
 FindCached(const RlStateKey *key)
@@ -189,7 +207,11 @@ FindCached(const RlStateKey *key)
 	if (!cache_in_use)
 		return NULL;
 	entry = hash_search(cache, key, HASH_FIND, NULL);
-	return entry != NULL && !entry->forgotten ? entry : NULL;
+	if (entry == NULL || entry->forgotten)
+		return NULL;
+	if (entry->stale)
+		RefreshEntry(entry);
+	return entry;
 }
 
 static void
@@ -222,6 +244,7 @@ Remember(const RlStateKey *key, const RlStateRow *row, const RlRowRef *ref,
 	entry->ref = *ref;
 	entry->store = store;
 	entry->dirty = false;
+	entry->stale = false;
 	entry->forgotten = false;
 }
 
@@ -433,9 +456,13 @@ RlStateForgetZone(int32 zone_id)
 	}
 }
 
-/* Writes every changed copy back; the row locks guarantee it succeeds. */
+/*
+ * Writes the changed copies back (of one zone, or all when all_zones); the
+ * row locks guarantee it succeeds.  With mark_stale, the zone's copies are
+ * read again before their next use: the caller is about to change the rows.
+ */
 static void
-FlushCache(void)
+FlushEntries(bool all_zones, int32 zone_id, bool mark_stale)
 {
 	HASH_SEQ_STATUS status;
 	CachedState *entry;
@@ -447,7 +474,14 @@ FlushCache(void)
 	hash_seq_init(&status, cache);
 	while ((entry = hash_seq_search(&status)) != NULL)
 	{
-		if (!entry->dirty || entry->forgotten)
+		if (entry->forgotten || (!all_zones && entry->key.zone_id != zone_id))
+			continue;
+		if (mark_stale)
+		{
+			SaveForRollback(entry);
+			entry->stale = true;
+		}
+		if (!entry->dirty)
 			continue;
 		/* Entries of one transaction share a store unless the setting changed. */
 		if (entry->store != open_store)
@@ -471,6 +505,18 @@ FlushCache(void)
 		open_store->end(handle);
 		PopActiveSnapshot();
 	}
+}
+
+static void
+FlushCache(void)
+{
+	FlushEntries(true, 0, false);
+}
+
+void
+RlStateFlushZone(int32 zone_id)
+{
+	FlushEntries(false, zone_id, true);
 }
 
 static void

@@ -48,4 +48,11 @@ extern bool RlStateRemove(const RlStateKey *key, RlStateRow *removed);
 /* Drops this transaction's cached copies of a zone whose state is being deleted. */
 extern void RlStateForgetZone(int32 zone_id);
 
+/*
+ * Writes this transaction's cached changes of the zone to the store and
+ * re-reads them before their next use: for a statement that changes the
+ * zone's rows itself (rl_cron_refill), under the row locks the calls hold.
+ */
+extern void RlStateFlushZone(int32 zone_id);
+
 #endif							/* RL_STATE_CACHE_H */

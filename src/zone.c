@@ -31,6 +31,7 @@
 PG_FUNCTION_INFO_V1(rl_check_zone);
 PG_FUNCTION_INFO_V1(rl_zone_changed);
 PG_FUNCTION_INFO_V1(rl_forget_zone_state);
+PG_FUNCTION_INFO_V1(rl_flush_zone_state);
 
 typedef struct ZoneCacheEntry
 {
@@ -249,6 +250,18 @@ rl_forget_zone_state(PG_FUNCTION_ARGS)
 	RlStateForgetZone(PG_GETARG_INT32(0));
 	/* Not transactional, as everything in the shmem store. */
 	(void) RlShmemRemoveZone(PG_GETARG_INT32(0));
+	PG_RETURN_VOID();
+}
+
+/*
+ * ratelimit.flush_zone_state(zone_id): this transaction's cached changes of
+ * the zone go to the table now, and are read back after the caller's
+ * statement changed them (rl_cron_refill).
+ */
+Datum
+rl_flush_zone_state(PG_FUNCTION_ARGS)
+{
+	RlStateFlushZone(PG_GETARG_INT32(0));
 	PG_RETURN_VOID();
 }
 

@@ -19,6 +19,8 @@
 #   cronintnopre shared_preload_libraries = 'ratelimit' (no pg_cron):
 #               (f) rl_cron_enable raises 55000 with a hint; calls and
 #               rl_cron_refill still work
+#   (h) the extension in a schema whose name needs quoting: grants, the
+#               job's command and DROP EXTENSION work
 #   (g) no server process was terminated by a signal in either cluster.
 set -uo pipefail
 source "$(dirname "$0")/../../scripts/lib.sh"
@@ -432,6 +434,22 @@ rl_check "(e) ... the extension is gone" 0 "$(q "SELECT count(*) FROM pg_extensi
 rl_check "(e) ... and so is zg's job" 0 "$(njobs zg)"
 q "SELECT cron.unschedule(jobid) FROM cron.job WHERE jobname LIKE 'ratelimit\_refill:%'" >/dev/null
 rl_check "(e) the unrelated job is still there" 1 "$(q "SELECT count(*) FROM cron.job WHERE jobid = $unrelated")"
+
+# (h) The extension in a schema whose name needs quoting: the grants and the
+# job's command name it correctly (PostgreSQL hands @extschema@ quoted).
+q 'CREATE SCHEMA "Rate Limit"' >/dev/null
+rl_psql -d "$DB" -c 'CREATE EXTENSION ratelimit SCHEMA "Rate Limit"' >/dev/null
+q "SELECT \"Rate Limit\".rl_zone_set('zq', 'token_bucket', 10, '1 minute', refill => 'cron')" >/dev/null
+jq=$(q "SELECT \"Rate Limit\".rl_cron_enable('zq')")
+rl_check "(h) rl_cron_enable with the extension in schema \"Rate Limit\": a job" 1 "$(njobs zq)"
+rl_check "(h) ... its command names the schema quoted" "SELECT \"Rate Limit\".rl_cron_refill('zq')" \
+	"$(q "SELECT command FROM cron.job WHERE jobid = $jq")"
+q "SELECT \"Rate Limit\".rl_limit('zq', 'k', 4)" >/dev/null
+refilled=$(qr "$(q "SELECT command FROM cron.job WHERE jobid = $jq")")
+rl_check "(h) ... the command runs as $ROLE and refills (6 + 10, capped at 10)" "1|10" \
+	"$refilled|$(q "SELECT tokens FROM ratelimit.state WHERE key = 'k'")"
+q "DROP EXTENSION ratelimit" >/dev/null
+rl_check "(h) DROP EXTENSION removes its job" 0 "$(njobs zq)"
 
 rl_check "(g) cronint: no server process terminated by a signal" no \
 	"$(grep -qE 'terminated by signal|was terminated' "$RL_CLUSTER_DIR/server.log" && echo yes || echo no)"

@@ -452,7 +452,7 @@ SELECT is((SELECT remaining FROM rl_gcra('seed', 15, 30, 60, 0)), 15::bigint,
 -------------------------------------------------------------------------
 CREATE ROLE rl_pgtap_zone_user NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE;
 
-SELECT function_privs_are('rl_zone_set', ARRAY['text', 'text', 'bigint', 'interval', 'bigint', 'text', 'boolean'],
+SELECT function_privs_are('rl_zone_set', ARRAY['text', 'text', 'bigint', 'interval', 'bigint', 'text', 'boolean', 'text'],
                           'rl_pgtap_zone_user', ARRAY[]::text[], 'an ordinary role may not execute rl_zone_set');
 SELECT function_privs_are('rl_zone_drop', ARRAY['text', 'boolean'],
                           'rl_pgtap_zone_user', ARRAY[]::text[], 'an ordinary role may not execute rl_zone_drop');
