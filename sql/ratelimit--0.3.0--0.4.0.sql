@@ -130,6 +130,8 @@ AS $fn$
 $fn$;
 
 -- Removes the zone's refill jobs, if pg_cron is installed here; how many.
+-- Its callers are SECURITY DEFINER: a schema named cron that is not
+-- pg_cron's (anyone with CREATE on the database can make one) is ignored.
 CREATE FUNCTION ratelimit.unschedule_refill(zone text)
 RETURNS int
 LANGUAGE plpgsql
@@ -139,7 +141,8 @@ DECLARE
     removed int := 0;
     job bigint;
 BEGIN
-    IF to_regclass('cron.job') IS NULL THEN
+    IF NOT EXISTS (SELECT FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
+                   WHERE e.extname = 'pg_cron' AND n.nspname = 'cron') THEN
         RETURN 0;
     END IF;
     FOR job IN EXECUTE 'SELECT jobid FROM cron.job WHERE jobname OPERATOR(pg_catalog.=) $1'

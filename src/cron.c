@@ -42,18 +42,29 @@ Datum
 rl_drop_refill_jobs(PG_FUNCTION_ARGS)
 {
 	EventTriggerData *trigdata;
-	Oid			cron = get_namespace_oid("cron", true);
+	bool		installed;
 
 	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
 		elog(ERROR, "rl_drop_refill_jobs() must be called as an event trigger");
 	trigdata = (EventTriggerData *) fcinfo->context;
-	if (!DropsRatelimit(trigdata->parsetree) || !OidIsValid(cron) ||
-		!OidIsValid(get_relname_relid("job", cron)))
+	if (!DropsRatelimit(trigdata->parsetree))
 		PG_RETURN_VOID();
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	if (SPI_execute("SELECT pg_catalog.count(cron.unschedule(jobid)) FROM cron.job"
+
+	/*
+	 * Only pg_cron's own schema: a schema named cron that anyone with CREATE
+	 * on the database made must not run as the superuser dropping us.
+	 */
+	if (SPI_execute("SELECT 1 FROM pg_catalog.pg_extension e"
+					" JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace"
+					" WHERE e.extname OPERATOR(pg_catalog.=) 'pg_cron'"
+					" AND n.nspname OPERATOR(pg_catalog.=) 'cron'",
+					true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not look for pg_cron");
+	installed = SPI_processed > 0;
+	if (installed && SPI_execute("SELECT pg_catalog.count(cron.unschedule(jobid)) FROM cron.job"
 					" WHERE jobname OPERATOR(pg_catalog.~~) 'ratelimit\\_refill:%'"
 					" AND database OPERATOR(pg_catalog.=) pg_catalog.current_database()",
 					false, 0) != SPI_OK_SELECT)
