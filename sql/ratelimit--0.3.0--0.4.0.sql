@@ -141,8 +141,13 @@ DECLARE
     removed int := 0;
     job bigint;
 BEGIN
-    IF NOT EXISTS (SELECT FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
-                   WHERE e.extname = 'pg_cron' AND n.nspname = 'cron') THEN
+    -- pg_cron creates its schema in its script: the schema is a member of
+    -- the extension (its extnamespace is where it was created from).
+    IF NOT EXISTS (SELECT FROM pg_depend d
+                   JOIN pg_extension e ON e.oid = d.refobjid
+                   JOIN pg_namespace n ON n.oid = d.objid
+                   WHERE d.classid = 'pg_namespace'::regclass AND d.refclassid = 'pg_extension'::regclass
+                     AND d.deptype = 'e' AND e.extname = 'pg_cron' AND n.nspname = 'cron') THEN
         RETURN 0;
     END IF;
     FOR job IN EXECUTE 'SELECT jobid FROM cron.job WHERE jobname OPERATOR(pg_catalog.=) $1'

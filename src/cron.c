@@ -54,12 +54,17 @@ rl_drop_refill_jobs(PG_FUNCTION_ARGS)
 		elog(ERROR, "SPI_connect failed");
 
 	/*
-	 * Only pg_cron's own schema: a schema named cron that anyone with CREATE
-	 * on the database made must not run as the superuser dropping us.
+	 * Only pg_cron's own schema (a member of the extension): a schema named
+	 * cron that anyone with CREATE on the database made must not run as the
+	 * superuser dropping us.
 	 */
-	if (SPI_execute("SELECT 1 FROM pg_catalog.pg_extension e"
-					" JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace"
-					" WHERE e.extname OPERATOR(pg_catalog.=) 'pg_cron'"
+	if (SPI_execute("SELECT 1 FROM pg_catalog.pg_depend d"
+					" JOIN pg_catalog.pg_extension e ON e.oid OPERATOR(pg_catalog.=) d.refobjid"
+					" JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) d.objid"
+					" WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_namespace'::pg_catalog.regclass"
+					" AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass"
+					" AND d.deptype OPERATOR(pg_catalog.=) 'e'"
+					" AND e.extname OPERATOR(pg_catalog.=) 'pg_cron'"
 					" AND n.nspname OPERATOR(pg_catalog.=) 'cron'",
 					true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not look for pg_cron");
