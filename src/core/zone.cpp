@@ -53,12 +53,72 @@ int64_t RefillMicros(double deficit, const RlTokenBucketLimit &limit) noexcept
 	return micros >= 9.2e18 ? INT64_MAX : std::max<int64_t>(1, static_cast<int64_t>(micros));
 }
 
+RlTokenBucketLimit BucketLimit(const RlZoneLimit &zone) noexcept
+{
+	return RlTokenBucketLimit{static_cast<double>(zone.rate), static_cast<double>(zone.period_us),
+							  static_cast<double>(zone.capacity)};
+}
+
+// A wait computed in floating point can miss, by a few microseconds over
+// long periods, the first moment at which the take itself (working from the
+// stored state, with its RL_TOKEN_EPSILON) admits: search for that moment
+// around the estimate.  passes(t) is monotonic in t (refills only grow).
+template <typename Passes>
+int64_t SettleWait(int64_t at_us, int64_t wait_us, Passes passes) noexcept
+{
+	auto passes_after = [&](int64_t wait) { return passes(at_us + wait); };
+
+	if (static_cast<Wide>(at_us) + wait_us >= kInt64Max)
+		return wait_us;			// beyond the clock: nothing to check against
+	int64_t good;				// passes
+	int64_t bad;				// does not (-1: not known to fail anywhere)
+	if (passes_after(wait_us))
+	{
+		good = wait_us;
+		bad = -1;
+		for (int64_t step = 1; good > 0; step *= 2)
+		{
+			const int64_t probe = good > step ? good - step : 0;
+			if (!passes_after(probe))
+			{
+				bad = probe;
+				break;
+			}
+			good = probe;
+		}
+		if (bad < 0)
+			return good;		// passes at once
+	}
+	else
+	{
+		bad = wait_us;
+		for (int64_t step = 1;; step *= 2)
+		{
+			if (static_cast<Wide>(at_us) + bad + step >= kInt64Max || step > (INT64_C(1) << 61))
+				return wait_us;
+			if (passes_after(bad + step))
+			{
+				good = bad + step;
+				break;
+			}
+			bad += step;
+		}
+	}
+	while (good - bad > 1)
+	{
+		const int64_t middle = bad + (good - bad) / 2;
+		if (passes_after(middle))
+			good = middle;
+		else
+			bad = middle;
+	}
+	return good;
+}
+
 RlDecision TokenBucketTake(const RlZoneLimit &zone, const RlCounterState *prior,
 						   int64_t now_us, int64_t cost, RlCounterState *next) noexcept
 {
-	const RlTokenBucketLimit limit{static_cast<double>(zone.rate),
-								   static_cast<double>(zone.period_us),
-								   static_cast<double>(zone.capacity)};
+	const RlTokenBucketLimit limit = BucketLimit(zone);
 	RlTokenBucketState prior_state{};
 	if (prior != nullptr)
 		prior_state = RlTokenBucketState{prior->a, prior->fraction, prior->stamp_us};
@@ -79,6 +139,18 @@ RlDecision TokenBucketTake(const RlZoneLimit &zone, const RlCounterState *prior,
 	decision.decided_at_us = taken.next.stamp_us;
 	decision.state_changed = taken.allowed && cost > 0;
 	*next = RlCounterState{whole, fraction, taken.next.stamp_us, 0};
+
+	// The waits, checked against the state as stored after this call.
+	const RlTokenBucketState *stored = decision.state_changed ? &taken.next
+		: prior != nullptr ? &prior_state : nullptr;
+	if (stored != nullptr)
+	{
+		if (!decision.allowed)
+			decision.retry_after_us = SettleWait(decision.decided_at_us, decision.retry_after_us,
+				[&](int64_t when) { return rl_token_bucket_take(stored, when, &limit, cost).allowed; });
+		decision.reset_after_us = SettleWait(decision.decided_at_us, decision.reset_after_us,
+			[&](int64_t when) { return rl_token_bucket_take(stored, when, &limit, zone.capacity).allowed; });
+	}
 	return decision;
 }
 
@@ -358,6 +430,13 @@ rl_counter_needs_refill(const RlZoneLimit *limit, const RlCounterState *state) n
 extern "C" bool
 rl_counter_idle(const RlZoneLimit *limit, const RlCounterState *state, int64_t now_us) noexcept
 {
+	if (limit->algorithm == RL_ALGORITHM_TOKEN_BUCKET)
+	{
+		// Exactly the ad-hoc bucket's test, on the same state.
+		const RlTokenBucketLimit bucket = BucketLimit(*limit);
+		const RlTokenBucketState tokens{state->a, state->fraction, state->stamp_us};
+		return rl_token_bucket_idle(&tokens, now_us, &bucket);
+	}
 	// Idle when a call of the full capacity would pass with the whole
 	// allowance left before it: exactly what a new key shows.
 	RlCounterState next{};
