@@ -147,18 +147,23 @@ rl_check() {
 }
 
 # rl_kill_busy_backend DB PATTERN: SIGKILLs the active backend of DB whose
-# query contains PATTERN, once it has run a moment; prints its pid, or
-# nothing when none showed up within 10 s.
+# query contains PATTERN, once it is known to be calling (READY_SQL, run in
+# DB with PID replaced by the backend's pid, returns t; by default its
+# transaction has an xid: it wrote state); prints its pid, or nothing when
+# none was ready within 10 s.
+# rl_kill_busy_backend DB PATTERN [READY_SQL]
 rl_kill_busy_backend() {
-	local db=$1 pattern=$2 pid=""
+	local db=$1 pattern=$2 pid="" ready=no
+	local ready_sql=${3:-"SELECT backend_xid IS NOT NULL FROM pg_stat_activity WHERE pid = PID"}
 	for _ in $(seq 1 100); do
 		pid=$(rl_psql -d postgres -tA -c "SELECT pid FROM pg_stat_activity WHERE datname = '$db' AND query LIKE '%$pattern%' AND state = 'active' AND pid <> pg_backend_pid()" 2>/dev/null | head -1)
-		[ -n "$pid" ] && break
+		if [ -n "$pid" ] && [ "$(rl_psql -d "$db" -tA -c "${ready_sql//PID/$pid}" 2>/dev/null)" = t ]; then
+			ready=yes; break
+		fi
 		sleep 0.1
 	done
-	if [ -n "$pid" ]; then
-		sleep 0.3
+	if [ "$ready" = yes ]; then
 		rl_as_cluster_user kill -9 "$pid"
+		echo "$pid"
 	fi
-	echo "$pid"
 }
