@@ -1,15 +1,17 @@
 EXTENSION = ratelimit
-EXTVERSION = 0.4.0
+EXTVERSION = 0.5.0
 
 MODULE_big = ratelimit
 OBJS = \
 	src/cron.o \
+	src/gc.o \
 	src/ratelimit.o \
 	src/state_cache.o \
 	src/store_direct.o \
 	src/store_shmem.o \
 	src/store_spi.o \
 	src/token_bucket_sql.o \
+	src/trigger.o \
 	src/zone.o \
 	src/zone_sql.o \
 	src/core/sliding_window.o \

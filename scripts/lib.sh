@@ -4,7 +4,7 @@
 
 RL_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RL_PG_VERSION=15
-RL_PG_BIN=/usr/lib/postgresql/$RL_PG_VERSION/bin
+RL_PG_BIN=${RL_PG_BIN:-/usr/lib/postgresql/$RL_PG_VERSION/bin}
 
 rl_log() { printf '==> %s\n' "$*" >&2; }
 rl_die() { printf 'error: %s\n' "$*" >&2; exit 1; }

@@ -150,12 +150,15 @@ RlRequireNotNull(FunctionCallInfo fcinfo, int argno, const char *argname)
 text *
 RlCheckedKey(FunctionCallInfo fcinfo, int argno, const char *argname)
 {
-	text	   *key;
-	int			len;
-
 	RlRequireNotNull(fcinfo, argno, argname);
-	key = PG_GETARG_TEXT_PP(argno);
-	len = VARSIZE_ANY_EXHDR(key);
+	return RlCheckKey(PG_GETARG_TEXT_PP(argno), argname);
+}
+
+text *
+RlCheckKey(text *key, const char *argname)
+{
+	int			len = VARSIZE_ANY_EXHDR(key);
+
 	if (len == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -12,6 +12,9 @@
 /* Keys longer than this are refused; it keeps every key indexable. */
 #define RL_MAX_KEY_BYTES 1024
 
+/* What rl_limit_trigger raises for a row over the limit. */
+#define RL_SQLSTATE_RATE_LIMITED MAKE_SQLSTATE('R', 'L', '4', '2', '9')
+
 /* The schema that holds internal state; never on a user's search_path. */
 #define RL_INTERNAL_SCHEMA "ratelimit"
 
@@ -39,6 +42,8 @@ extern TimestampTz RlNow(void);
 
 /* Refuses NULL, empty and over-long keys with a precise SQLSTATE. */
 extern text *RlCheckedKey(FunctionCallInfo fcinfo, int argno, const char *argname);
+/* A key that is not empty and not too long (errors name it argname). */
+extern text *RlCheckKey(text *key, const char *argname);
 
 /* Raises 22004 when a required argument is NULL. */
 extern void RlRequireNotNull(FunctionCallInfo fcinfo, int argno, const char *argname);

@@ -611,3 +611,9 @@ RlStateCacheInit(void)
 	RegisterXactCallback(OnXactEvent, NULL);
 	RegisterSubXactCallback(OnSubXactEvent, NULL);
 }
+
+bool
+RlStateCacheInUse(void)
+{
+	return cache_in_use;
+}

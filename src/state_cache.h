@@ -55,4 +55,7 @@ extern void RlStateForgetZone(int32 zone_id);
  */
 extern void RlStateFlushZone(int32 zone_id);
 
+/* Whether this transaction has cached state (made a table-store call). */
+extern bool RlStateCacheInUse(void);
+
 #endif							/* RL_STATE_CACHE_H */

@@ -48,6 +48,7 @@
 #include "store_shmem.h"
 
 PG_FUNCTION_INFO_V1(rl_shmem_counters);
+PG_FUNCTION_INFO_V1(rl_shmem_keys);
 
 #define RL_SHMEM_WAYS 31
 #define RL_SHMEM_SET_BYTES 4096
@@ -547,6 +548,80 @@ void
 RlShmemRelimitZone(int32 zone_id, const RlZoneLimit *limit)
 {
 	(void) VisitZoneEntries(zone_id, limit);
+}
+
+/* ---- keys view: rl_shmem_keys() ---- */
+
+/* One entry as rl_keys shows it: what a call of cost 0 would see now. */
+static void
+PutKeyRow(ReturnSetInfo *rsinfo, const ShmemEntry *entry, TimestampTz now)
+{
+	Datum		values[6];
+	bool		nulls[6] = {false, false, false, false, false, false};
+
+	values[0] = Int32GetDatum(entry->zone_id);
+	if (entry->key_len == RL_SHMEM_KEY_HASHED)
+		nulls[1] = true;		/* kept as a hash: the key itself is not known */
+	else
+		values[1] = PointerGetDatum(cstring_to_text_with_len(entry->key, entry->key_len));
+	if (entry->limit_kind == RL_SHMEM_KIND_BUCKET)
+	{
+		RlTokenBucketState state = {entry->tokens, entry->fraction, entry->stamp};
+		RlTokenBucketDecision peek = rl_token_bucket_take(&state, now, &entry->limit.bucket, 0);
+
+		values[2] = Int64GetDatum((int64) entry->limit.bucket.capacity);
+		values[3] = Int64GetDatum(peek.remaining);
+		nulls[4] = true;
+	}
+	else
+	{
+		RlCounterState state = {entry->tokens, entry->fraction, entry->stamp, entry->counter};
+		RlZoneLimit limit = {(RlAlgorithm) entry->limit_kind, entry->limit.zone.rate,
+		entry->limit.zone.period_us, entry->limit.zone.capacity};
+		RlCounterState next;
+		RlDecision	peek = rl_counter_take(&limit, &state, now, 0, &next);
+		Interval   *reset = palloc0(sizeof(Interval));
+
+		reset->time = peek.reset_after_us;
+		values[2] = Int64GetDatum(peek.capacity);
+		values[3] = Int64GetDatum(peek.remaining);
+		values[4] = IntervalPGetDatum(reset);
+	}
+	values[5] = TimestampTzGetDatum(entry->stamp);
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
+/*
+ * This database's keys in the shmem store: zone_id, key (NULL when longer
+ * than RL_SHMEM_INLINE_KEY: kept as a hash), capacity, remaining,
+ * reset_after (NULL for rl_token_bucket), and the time of the last change.
+ */
+Datum
+rl_shmem_keys(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	TimestampTz now = RlNow();
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (shmem == NULL)
+		PG_RETURN_VOID();
+	for (uint32 s = 0; s < shmem->nsets; s++)
+	{
+		ShmemSet   *set = SetAt(s);
+		ShmemEntry	copies[RL_SHMEM_WAYS];
+		int			count = 0;
+
+		/* Copied under the lock, shown after it: no allocation under a spinlock. */
+		SpinLockAcquire(&set->mutex);
+		for (int i = 0; i < RL_SHMEM_WAYS; i++)
+			if (set->tags[i] != 0 && set->entries[i].dbid == MyDatabaseId)
+				copies[count++] = set->entries[i];
+		SpinLockRelease(&set->mutex);
+		for (int i = 0; i < count; i++)
+			PutKeyRow(rsinfo, &copies[i], now);
+		CHECK_FOR_INTERRUPTS();
+	}
+	PG_RETURN_VOID();
 }
 
 /* ---- counters view: rl_shmem_counters() ---- */

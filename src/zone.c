@@ -299,7 +299,7 @@ ZoneTable(void)
 					(errcode(ERRCODE_UNDEFINED_TABLE),
 					 errmsg("ratelimit zone table \"%s.zone\" does not exist", RL_INTERNAL_SCHEMA),
 					 errhint("Run ALTER EXTENSION ratelimit UPDATE in this database.")));
-		RlRequireColumn(relid, "refill");
+		RlRequireColumn(relid, "shadow");
 		zone_table_relid = relid;
 	}
 	return zone_table_relid;
@@ -319,7 +319,7 @@ LoadZone(const char *name, RlZone *zone)
 	RlSpiConnectAs(RlRelationOwner(ZoneTable()), &session);
 	plan = RlKeepPlan(&zone_lookup_plan,
 					  "SELECT zone_id, algorithm, rate, period, burst, store, history,"
-					  " refill, refill_tick"
+					  " refill, refill_tick, shadow"
 					  " FROM " RL_INTERNAL_SCHEMA ".zone"
 					  " WHERE zone OPERATOR(pg_catalog.=) $1", 1, argtypes);
 	if (SPI_execute_snapshot(plan, values, NULL, GetLatestSnapshot(),
@@ -339,6 +339,7 @@ LoadZone(const char *name, RlZone *zone)
 		burst = DatumGetInt64(SPI_getbinval(tuple, desc, 5, &burst_null));
 		zone->zone_id = DatumGetInt32(SPI_getbinval(tuple, desc, 1, &isnull));
 		zone->history = DatumGetBool(SPI_getbinval(tuple, desc, 7, &isnull));
+		zone->shadow = DatumGetBool(SPI_getbinval(tuple, desc, 10, &isnull));
 		zone->store = strcmp(TextDatumGetCString(store), "shmem") == 0
 			? RL_STORE_SHMEM : RL_STORE_TABLE;
 		/* The table's CHECKs are looser than the algorithms: check again. */

@@ -23,7 +23,22 @@ typedef struct RlZone
 	RlZoneLimit limit;
 	RlStoreKind store;
 	bool		history;
+	bool		shadow;			/* decide and count, refuse nothing */
 } RlZone;
+
+/* A zone check made from C (rl_limit_trigger). */
+typedef struct RlZoneOutcome
+{
+	RlDecision	decision;		/* allowed is true in shadow mode */
+	bool		would_allow;	/* what the zone's limit decided */
+} RlZoneOutcome;
+
+/*
+ * Checks key against the zone and takes cost when admitted, as rl_limit
+ * does; function names the caller in errors.
+ */
+extern void RlTakeFromZone(text *zone_name, text *key, int64 cost, const char *function,
+						   RlZoneOutcome *outcome);
 
 /* Copies the zone named name into *zone; 42704 when there is none. */
 extern void RlLookupZone(text *name, RlZone *zone);

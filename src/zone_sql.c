@@ -37,7 +37,8 @@ typedef struct ZoneCall
 	RlStateKey	key;
 	int64		cost;
 	TimestampTz now;
-	RlDecision	decision;
+	RlDecision	decision;		/* allowed is overridden in shadow mode */
+	bool		would_allow;	/* what the zone's limit decided */
 	/* exact sliding window only */
 	RlSlidingWindowState *window;
 	RlSwDecision *window_result;
@@ -189,27 +190,44 @@ CheckCost(const ZoneCall *call)
 				 errhint("Such a call could never be admitted.")));
 }
 
-/* Reads zone, key and (with has_cost) cost arguments (0, 1, 2) and checks them. */
+/* Looks the zone up and checks the cost (when has_cost). */
 static void
-PrepareZoneCall(FunctionCallInfo fcinfo, ZoneCall *call, bool has_cost)
+PrepareZone(ZoneCall *call, text *zone_name, text *key, int64 cost, bool has_cost)
 {
-	text	   *zone_name;
-
-	RlRequireNotNull(fcinfo, 0, "zone");
-	zone_name = PG_GETARG_TEXT_PP(0);
 	call->zone_name = text_to_cstring(zone_name);
-	call->key.key = RlCheckedKey(fcinfo, 1, "key");
-	call->cost = 0;
-	if (has_cost)
-	{
-		RlRequireNotNull(fcinfo, 2, "cost");
-		call->cost = PG_GETARG_INT32(2);
-	}
+	call->key.key = key;
+	call->cost = cost;
 	RlLookupZone(zone_name, &call->zone);
 	call->key.zone_id = call->zone.zone_id;
 	call->key.part = 0;
 	if (has_cost)
 		CheckCost(call);
+}
+
+/* Reads zone, key and (with has_cost) cost arguments (0, 1, 2) and checks them. */
+static void
+PrepareZoneCall(FunctionCallInfo fcinfo, ZoneCall *call, bool has_cost)
+{
+	text	   *key;
+	int64		cost = 0;
+
+	RlRequireNotNull(fcinfo, 0, "zone");
+	key = RlCheckedKey(fcinfo, 1, "key");
+	if (has_cost)
+	{
+		RlRequireNotNull(fcinfo, 2, "cost");
+		cost = PG_GETARG_INT32(2);
+	}
+	PrepareZone(call, PG_GETARG_TEXT_PP(0), key, cost, has_cost);
+}
+
+/* Shadow mode: the decision stands in the result, the call is let through. */
+static void
+ApplyShadow(ZoneCall *call)
+{
+	call->would_allow = call->decision.allowed;
+	if (call->zone.shadow)
+		call->decision.allowed = true;
 }
 
 static Datum
@@ -240,21 +258,28 @@ ResultDesc(FunctionCallInfo fcinfo)
 	return desc;
 }
 
+#define RESULT_COLUMNS 7
+
 static Datum
-ResultDatum(FunctionCallInfo fcinfo, const RlDecision *decision, bool has_txn, int64 txn_id)
+ResultDatum(FunctionCallInfo fcinfo, const ZoneCall *call, bool has_txn, int64 txn_id)
 {
 	TupleDesc	desc = ResultDesc(fcinfo);
-	Datum		values[6];
-	bool		nulls[6] = {false, false, false, false, false, false};
+	const RlDecision *decision = &call->decision;
+	Datum		values[RESULT_COLUMNS];
+	bool		nulls[RESULT_COLUMNS] = {false, false, false, false, false, false, false};
 
+	/* An older rl_result (the update not run yet) lacks would_allow. */
+	if (desc->natts > RESULT_COLUMNS || desc->natts < RESULT_COLUMNS - 1)
+		elog(ERROR, "rl_result has %d attributes, expected %d", desc->natts, RESULT_COLUMNS);
 	values[0] = BoolGetDatum(decision->allowed);
 	values[1] = Int64GetDatum(decision->capacity);
 	values[2] = Int64GetDatum(decision->remaining);
 	values[3] = IntervalDatum(decision->retry_after_us);
-	nulls[3] = decision->allowed;
+	nulls[3] = call->would_allow;
 	values[4] = IntervalDatum(decision->reset_after_us);
 	values[5] = Int64GetDatum(txn_id);
 	nulls[5] = !has_txn;
+	values[6] = BoolGetDatum(call->would_allow);
 	return HeapTupleGetDatum(heap_form_tuple(desc, values, nulls));
 }
 
@@ -315,9 +340,12 @@ DecideInShmem(ZoneCall *call, bool peek)
 		RlApplyShmemFullPolicy(&call->decision, call->zone_name);
 }
 
-/* Decides, stores, records: the body of rl_limit and rl_sliding_window. */
-static Datum
-TakeFromZone(FunctionCallInfo fcinfo, ZoneCall *call, const char *function)
+/*
+ * Decides, stores, records, counts: the body of rl_limit, rl_sliding_window
+ * and the trigger.  Returns the history's txn_id (0 without history).
+ */
+static int64
+DecideZoneCall(ZoneCall *call, const char *function)
 {
 	int64		txn_id = 0;
 
@@ -339,7 +367,29 @@ TakeFromZone(FunctionCallInfo fcinfo, ZoneCall *call, const char *function)
 	RlShmemCount(call->zone.zone_id, call->decision.allowed);
 	if (call->zone.history)
 		txn_id = RecordHistory(call);
-	return ResultDatum(fcinfo, &call->decision, call->zone.history, txn_id);
+	ApplyShadow(call);
+	return txn_id;
+}
+
+static Datum
+TakeFromZone(FunctionCallInfo fcinfo, ZoneCall *call, const char *function)
+{
+	int64		txn_id = DecideZoneCall(call, function);
+
+	return ResultDatum(fcinfo, call, call->zone.history, txn_id);
+}
+
+void
+RlTakeFromZone(text *zone_name, text *key, int64 cost, const char *function,
+			   RlZoneOutcome *outcome)
+{
+	ZoneCall	call;
+
+	memset(&call, 0, sizeof(call));
+	PrepareZone(&call, zone_name, RlCheckKey(key, "key"), cost, true);
+	(void) DecideZoneCall(&call, function);
+	outcome->decision = call.decision;
+	outcome->would_allow = call.would_allow;
 }
 
 Datum
@@ -384,7 +434,8 @@ rl_peek(PG_FUNCTION_ARGS)
 		RlStateRead(&call.key, DecideCounter, &call);
 	/* Nothing was taken. */
 	call.decision.state_changed = false;
-	return ResultDatum(fcinfo, &call.decision, false, 0);
+	ApplyShadow(&call);
+	return ResultDatum(fcinfo, &call, false, 0);
 }
 
 Datum
@@ -489,6 +540,7 @@ rl_gcra(PG_FUNCTION_ARGS)
 	call.zone.zone_id = RL_ZONE_ID_GCRA;
 	call.zone.store = rl_default_store == RL_DEFAULT_STORE_SHMEM ? RL_STORE_SHMEM : RL_STORE_TABLE;
 	call.zone.history = false;
+	call.zone.shadow = false;
 	call.key.zone_id = RL_ZONE_ID_GCRA;
 	call.key.part = 0;
 	return TakeFromZone(fcinfo, &call, "rl_gcra()");

@@ -292,6 +292,14 @@ void		rl_sw_init(RlSlidingWindowState *state) RL_NOEXCEPT;
 /* Number of sealed chunks. */
 uint32_t	rl_sw_chunk_count(const RlSlidingWindowState *state) RL_NOEXCEPT;
 
+/*
+ * Whether the window has fully recovered at now_us: every entry has left the
+ * trailing period (no chunk needs reading to tell), so every call from now
+ * on decides as for a key never seen.
+ */
+bool		rl_sw_idle(const RlZoneLimit *limit, const RlSlidingWindowState *state,
+					   int64_t now_us) RL_NOEXCEPT;
+
 /* The sequence number of the chunk index places after first_chunk. */
 uint32_t	rl_sw_chunk_seq(uint32_t first, uint32_t index) RL_NOEXCEPT;
 

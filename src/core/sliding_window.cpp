@@ -232,6 +232,17 @@ rl_sw_init(RlSlidingWindowState *state) noexcept
 	Clear(&state->back);
 }
 
+extern "C" bool
+rl_sw_idle(const RlZoneLimit *limit, const RlSlidingWindowState *state, int64_t now_us) noexcept
+{
+	// An earlier clock would be decided at the key's stamp, not at now.
+	if (now_us < state->stamp_us)
+		return false;
+	if (state->front.count == 0 && state->back.count == 0 && rl_sw_chunk_count(state) == 0)
+		return true;
+	return static_cast<__int128>(state->newest_us) <= static_cast<__int128>(now_us) - limit->period_us;
+}
+
 extern "C" uint32_t
 rl_sw_chunk_count(const RlSlidingWindowState *state) noexcept
 {

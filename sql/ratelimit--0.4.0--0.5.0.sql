@@ -1,0 +1,245 @@
+\echo Use "ALTER EXTENSION ratelimit UPDATE TO '0.5.0'" to load this file. \quit
+
+-- 0.5.0: triggers, shadow mode, the PostgREST guard (SPEC 2.5).
+
+-- What the zone's limit decided; allowed differs only in shadow mode.
+ALTER TYPE rl_result ADD ATTRIBUTE would_allow boolean;
+COMMENT ON TYPE rl_result IS
+    'A rate-limit decision: allowed, capacity, what remains, when to retry (refused only), when the key is full again, the history transaction id, and what the limit decided (would_allow; allowed is true in shadow mode)';
+
+-- Shadow (dry-run) mode: decisions are computed, counted and recorded, and
+-- nothing is refused.
+ALTER TABLE ratelimit.zone ADD COLUMN shadow boolean NOT NULL DEFAULT false;
+
+-- rl_zone_set gains shadow.
+DROP FUNCTION rl_zone_set(text, text, bigint, interval, bigint, text, boolean, text);
+CREATE FUNCTION rl_zone_set(
+    zone      text,
+    algorithm text,
+    rate      bigint,
+    period    interval,
+    burst     bigint DEFAULT NULL,
+    store     text DEFAULT 'table',
+    history   boolean DEFAULT false,
+    refill    text DEFAULT 'inline',
+    shadow    boolean DEFAULT false)
+RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    existing ratelimit.zone;
+    fresh boolean;
+BEGIN
+    IF zone IS NULL OR zone = '' THEN
+        RAISE EXCEPTION 'zone must not be null or empty' USING ERRCODE = CASE WHEN zone IS NULL THEN '22004' ELSE '22023' END;
+    END IF;
+    IF octet_length(zone) > 128 THEN
+        RAISE EXCEPTION 'zone name is too long' USING ERRCODE = '22001',
+            DETAIL = format('The name is %s bytes; the limit is 128.', octet_length(zone));
+    END IF;
+    PERFORM ratelimit.check_zone(algorithm, rate, period, burst, store);
+    IF history IS NULL THEN
+        RAISE EXCEPTION 'history must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF shadow IS NULL THEN
+        RAISE EXCEPTION 'shadow must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF refill IS NULL THEN
+        RAISE EXCEPTION 'refill must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF refill NOT IN ('inline', 'cron') THEN
+        RAISE EXCEPTION 'unknown refill mode "%"', refill USING ERRCODE = '22023',
+            HINT = 'The refill modes are inline (at each call) and cron (by a pg_cron job).';
+    END IF;
+    IF refill = 'cron' AND algorithm <> 'token_bucket' THEN
+        RAISE EXCEPTION 'refill => ''cron'' needs a token_bucket zone, not %', algorithm
+            USING ERRCODE = '0A000';
+    END IF;
+    IF refill = 'cron' AND store <> 'table' THEN
+        RAISE EXCEPTION 'refill => ''cron'' needs the table store' USING ERRCODE = '0A000',
+            DETAIL = 'The refill job is one UPDATE of ratelimit.state.';
+    END IF;
+
+    SELECT * INTO existing FROM ratelimit.zone z WHERE z.zone = rl_zone_set.zone FOR UPDATE;
+    IF NOT FOUND THEN
+        INSERT INTO ratelimit.zone (zone, algorithm, rate, period, burst, store, history, refill, shadow)
+        VALUES (rl_zone_set.zone, rl_zone_set.algorithm, rl_zone_set.rate, rl_zone_set.period,
+                rl_zone_set.burst, rl_zone_set.store, rl_zone_set.history, rl_zone_set.refill,
+                rl_zone_set.shadow);
+    ELSE
+        fresh := existing.algorithm IS DISTINCT FROM rl_zone_set.algorithm
+                 OR existing.store IS DISTINCT FROM rl_zone_set.store
+                 OR existing.refill IS DISTINCT FROM rl_zone_set.refill;
+        -- Another algorithm, store or refill mode cannot read the old
+        -- state: start afresh under a new id, so no session can mistake old
+        -- rows for new ones.  Otherwise (shadow too) existing keys keep
+        -- their state under the new limit.
+        IF fresh THEN
+            PERFORM ratelimit.forget_zone_state(existing.zone_id);
+            DELETE FROM ratelimit.state s WHERE s.zone_id = existing.zone_id;
+            IF existing.refill = 'cron' THEN
+                PERFORM ratelimit.unschedule_refill(existing.zone);
+            END IF;
+        END IF;
+        UPDATE ratelimit.zone z
+        SET zone_id = CASE WHEN fresh THEN nextval('ratelimit.zone_id_seq')::int ELSE z.zone_id END,
+            algorithm = rl_zone_set.algorithm, store = rl_zone_set.store,
+            rate = rl_zone_set.rate, period = rl_zone_set.period, burst = rl_zone_set.burst,
+            history = rl_zone_set.history, refill = rl_zone_set.refill,
+            refill_tick = CASE WHEN fresh THEN NULL ELSE z.refill_tick END,
+            shadow = rl_zone_set.shadow,
+            updated_at = now()
+        WHERE z.zone_id = existing.zone_id;
+        -- A cron zone whose capacity grew: its full buckets are below the
+        -- new capacity, and the refill job must visit them again.
+        IF NOT fresh AND rl_zone_set.refill = 'cron' THEN
+            UPDATE ratelimit.state s SET refill_pending = true
+            WHERE s.zone_id = existing.zone_id AND s.refill_pending IS NULL
+              AND s.tokens < coalesce(rl_zone_set.burst, rl_zone_set.rate);
+        END IF;
+    END IF;
+END
+$fn$;
+REVOKE ALL ON FUNCTION rl_zone_set(text, text, bigint, interval, bigint, text, boolean, text, boolean) FROM PUBLIC;
+COMMENT ON FUNCTION rl_zone_set(text, text, bigint, interval, bigint, text, boolean, text, boolean) IS
+    'Creates or alters a rate-limit zone: rate requests per period with the given algorithm';
+
+CREATE OR REPLACE VIEW rl_zones AS
+SELECT zone, algorithm, rate, period,
+       coalesce(burst, rate) AS capacity, burst, store, history, created_at, updated_at,
+       refill, refill_tick, shadow
+FROM ratelimit.zone;
+
+-- BEFORE INSERT OR UPDATE ... FOR EACH ROW EXECUTE FUNCTION
+-- rl_limit_trigger('zone', 'key_column' [, 'cost_column']): a row over the
+-- limit raises SQLSTATE RL429.
+CREATE FUNCTION rl_limit_trigger()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'rl_limit_trigger'
+LANGUAGE C;
+COMMENT ON FUNCTION rl_limit_trigger() IS
+    'Row trigger: each inserted or updated row is a call on the zone (trigger arguments: zone, key column, optional cost column); a row over the limit raises SQLSTATE RL429';
+
+-- PostgREST's db-pre-request hook (and Supabase's): one call per request,
+-- keyed by the JWT subject, else the client address (the first hop of
+-- X-Forwarded-For), else one shared key.  The RateLimit headers go into
+-- response.headers; a refusal raises PT429, which PostgREST answers with
+-- HTTP 429.
+CREATE FUNCTION rl_http_guard(zone text, key text DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    k text := key;
+    claims jsonb;
+    request_headers jsonb;
+    result @extschema@.rl_result;
+    response jsonb;
+BEGIN
+    IF zone IS NULL THEN
+        RAISE EXCEPTION 'zone must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF k IS NULL THEN
+        BEGIN
+            claims := nullif(current_setting('request.jwt.claims', true), '')::jsonb;
+        EXCEPTION WHEN invalid_text_representation THEN
+            claims := NULL;     -- not PostgREST's JSON: no subject
+        END;
+        k := 'sub:' || (claims ->> 'sub');
+    END IF;
+    IF k IS NULL THEN
+        BEGIN
+            request_headers := nullif(current_setting('request.headers', true), '')::jsonb;
+        EXCEPTION WHEN invalid_text_representation THEN
+            request_headers := NULL;
+        END;
+        k := 'ip:' || nullif(btrim(split_part(request_headers ->> 'x-forwarded-for', ',', 1)), '');
+    END IF;
+    k := coalesce(k, 'anonymous');
+    -- A subject can be longer than a key may be.
+    IF octet_length(k) > 1024 THEN
+        k := 'md5:' || md5(k);
+    END IF;
+
+    SELECT * INTO result FROM @extschema@.rl_limit(zone, k);
+
+    -- PostgREST's format: an array of one-header objects; keep what an
+    -- earlier hook set.
+    SELECT coalesce(jsonb_agg(jsonb_build_object(h.key, h.value) ORDER BY h.key), '[]'::jsonb)
+    INTO response
+    FROM jsonb_each_text(@extschema@.rl_headers(result)) h;
+    BEGIN
+        response := coalesce(nullif(current_setting('response.headers', true), '')::jsonb, '[]'::jsonb)
+                    || response;
+    EXCEPTION WHEN invalid_text_representation THEN
+        NULL;                   -- unreadable earlier headers: ours alone
+    END;
+    PERFORM set_config('response.headers', response::text, true);
+
+    IF NOT result.allowed THEN
+        RAISE EXCEPTION 'rate limit of zone "%" exceeded', zone USING ERRCODE = 'PT429',
+            DETAIL = format('Retry after %s s.', ceil(extract(epoch FROM result.retry_after))),
+            HINT = 'Wait for the Retry-After header''s seconds before the next request.';
+    END IF;
+END
+$fn$;
+COMMENT ON FUNCTION rl_http_guard(text, text) IS
+    'For PostgREST''s db-pre-request: rate-limits the request by JWT subject or client address, sets the RateLimit headers, raises PT429 (HTTP 429) when refused';
+
+-- Garbage collection: removes the state of keys that have fully recovered
+-- (a recovered key decides exactly as a new one), and of dropped zones.
+-- rl_token_bucket's and rl_gcra's buckets record no limit: they go only
+-- when max_window is given and they were last written longer ago.
+CREATE FUNCTION rl_gc(zone text DEFAULT NULL, max_window interval DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'rl_gc'
+LANGUAGE C;
+REVOKE ALL ON FUNCTION rl_gc(text, interval) FROM PUBLIC;
+COMMENT ON FUNCTION rl_gc(text, interval) IS
+    'Deletes the state of keys that have fully recovered (of one zone, or all and dropped zones); returns how many keys';
+
+-- The shmem store's keys of this database, as a call of cost 0 sees them.
+CREATE FUNCTION ratelimit.shmem_keys(
+    OUT zone_id int, OUT key text, OUT capacity bigint, OUT remaining bigint,
+    OUT reset_after interval, OUT updated_at timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'rl_shmem_keys'
+LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION ratelimit.shmem_keys() FROM PUBLIC;
+
+-- Every key with state, on both stores, and what it has left now.  Zones'
+-- keys show what rl_peek shows; rl_token_bucket's buckets record no limit:
+-- their tokens as of updated_at.
+CREATE FUNCTION ratelimit.keys(
+    OUT zone text, OUT key text, OUT store text, OUT capacity bigint, OUT remaining bigint,
+    OUT reset_after interval, OUT updated_at timestamptz)
+RETURNS SETOF record
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+    SELECT z.zone, s.key, 'table', p.capacity, p.remaining, p.reset_after, s.updated_at
+    FROM ratelimit.state s
+    JOIN ratelimit.zone z ON z.zone_id OPERATOR(pg_catalog.=) s.zone_id
+    CROSS JOIN LATERAL @extschema@.rl_peek(z.zone, s.key) p
+    WHERE s.part OPERATOR(pg_catalog.=) 0 AND z.store OPERATOR(pg_catalog.=) 'table'
+    UNION ALL
+    SELECT CASE s.zone_id WHEN 0 THEN '(rl_token_bucket)' ELSE '(rl_gcra)' END, s.key, 'table',
+           NULL, CASE s.zone_id WHEN 0 THEN s.tokens END, NULL, s.updated_at
+    FROM ratelimit.state s
+    WHERE s.zone_id OPERATOR(pg_catalog.<=) 0 AND s.part OPERATOR(pg_catalog.=) 0
+    UNION ALL
+    SELECT coalesce(z.zone, CASE k.zone_id WHEN 0 THEN '(rl_token_bucket)'
+                                           WHEN -1 THEN '(rl_gcra)' END),
+           k.key, 'shmem', k.capacity, k.remaining, k.reset_after, k.updated_at
+    FROM ratelimit.shmem_keys() k
+    LEFT JOIN ratelimit.zone z ON z.zone_id OPERATOR(pg_catalog.=) k.zone_id
+$fn$;
+REVOKE ALL ON FUNCTION ratelimit.keys() FROM PUBLIC;
+
+CREATE VIEW rl_keys AS SELECT * FROM ratelimit.keys();
+REVOKE ALL ON rl_keys FROM PUBLIC;
+COMMENT ON VIEW rl_keys IS
+    'Keys with rate-limit state, per zone and store, with what they have left now (admins only)';
