@@ -164,17 +164,29 @@ BEGIN
         k := 'md5:' || md5(k);
     END IF;
 
+    -- PostgREST runs GET and HEAD read-only: the table store cannot write.
+    IF current_setting('transaction_read_only') = 'on'
+       AND EXISTS (SELECT FROM @extschema@.rl_zones z WHERE z.zone = rl_http_guard.zone AND z.store = 'table') THEN
+        RAISE EXCEPTION 'rl_http_guard() needs a shmem zone in a read-only transaction' USING ERRCODE = '25006',
+            DETAIL = format('Zone "%s" keeps its state in a table; PostgREST runs GET and HEAD requests read-only.', zone),
+            HINT = 'Use a zone on the shmem store: rl_zone_set(..., store => ''shmem'').';
+    END IF;
     SELECT * INTO result FROM @extschema@.rl_limit(zone, k);
 
-    -- PostgREST's format: an array of one-header objects; keep what an
-    -- earlier hook set.
+    -- PostgREST's format: an array of one-header objects.  Keep what was
+    -- set before, but the RateLimit headers of an earlier guard call: the
+    -- latest decision replaces them.
     SELECT coalesce(jsonb_agg(jsonb_build_object(h.key, h.value) ORDER BY h.key), '[]'::jsonb)
     INTO response
     FROM jsonb_each_text(@extschema@.rl_headers(result)) h;
     BEGIN
-        response := coalesce(nullif(current_setting('response.headers', true), '')::jsonb, '[]'::jsonb)
-                    || response;
-    EXCEPTION WHEN invalid_text_representation THEN
+        SELECT coalesce(jsonb_agg(e.header), '[]'::jsonb) || response
+        INTO response
+        FROM jsonb_array_elements(coalesce(nullif(current_setting('response.headers', true), '')::jsonb,
+                                           '[]'::jsonb)) e(header)
+        WHERE NOT (jsonb_typeof(e.header) = 'object'
+                   AND e.header ?| ARRAY['RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'Retry-After']);
+    EXCEPTION WHEN invalid_text_representation OR invalid_parameter_value THEN
         NULL;                   -- unreadable earlier headers: ours alone
     END;
     PERFORM set_config('response.headers', response::text, true);
@@ -211,19 +223,23 @@ LANGUAGE C VOLATILE;
 REVOKE ALL ON FUNCTION ratelimit.shmem_keys() FROM PUBLIC;
 
 -- Every key with state, on both stores, and what it has left now.  Zones'
--- keys show what rl_peek shows; rl_token_bucket's buckets record no limit:
--- their tokens as of updated_at.
+-- keys show what rl_peek shows for cost 0; rl_token_bucket's buckets record
+-- no limit: their tokens as of updated_at.  updated_at is the state's own
+-- time (the last decision for buckets, the window's start for windows, the
+-- theoretical arrival time for gcra).  SECURITY DEFINER: a reader granted
+-- SELECT on rl_keys and EXECUTE on this function needs no access to the
+-- state table.
 CREATE FUNCTION ratelimit.keys(
     OUT zone text, OUT key text, OUT store text, OUT capacity bigint, OUT remaining bigint,
     OUT reset_after interval, OUT updated_at timestamptz)
 RETURNS SETOF record
-LANGUAGE sql VOLATILE
+LANGUAGE sql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $fn$
     SELECT z.zone, s.key, 'table', p.capacity, p.remaining, p.reset_after, s.updated_at
     FROM ratelimit.state s
     JOIN ratelimit.zone z ON z.zone_id OPERATOR(pg_catalog.=) s.zone_id
-    CROSS JOIN LATERAL @extschema@.rl_peek(z.zone, s.key) p
+    CROSS JOIN LATERAL @extschema@.rl_peek(z.zone, s.key, 0) p
     WHERE s.part OPERATOR(pg_catalog.=) 0 AND z.store OPERATOR(pg_catalog.=) 'table'
     UNION ALL
     SELECT CASE s.zone_id WHEN 0 THEN '(rl_token_bucket)' ELSE '(rl_gcra)' END, s.key, 'table',
@@ -241,5 +257,7 @@ REVOKE ALL ON FUNCTION ratelimit.keys() FROM PUBLIC;
 
 CREATE VIEW rl_keys AS SELECT * FROM ratelimit.keys();
 REVOKE ALL ON rl_keys FROM PUBLIC;
+-- (grant a monitoring role: GRANT SELECT ON rl_keys, and
+-- GRANT EXECUTE ON FUNCTION ratelimit.keys() plus USAGE ON SCHEMA ratelimit)
 COMMENT ON VIEW rl_keys IS
     'Keys with rate-limit state, per zone and store, with what they have left now (admins only)';

@@ -112,12 +112,14 @@ DeleteKey(const GcRow *r)
 	if (SPI_execute_plan(RlKeepPlan(&head_plan,
 									"DELETE FROM " RL_INTERNAL_SCHEMA ".state"
 									" WHERE key OPERATOR(pg_catalog.=) $1"
-									" AND zone_id OPERATOR(pg_catalog.=) $2 AND part = 0"
+									" AND zone_id OPERATOR(pg_catalog.=) $2"
+									" AND part OPERATOR(pg_catalog.=) 0"
 									" AND tokens OPERATOR(pg_catalog.=) $3"
 									" AND token_fraction OPERATOR(pg_catalog.=) $4"
 									" AND updated_at OPERATOR(pg_catalog.=) $5"
 									" AND counter OPERATOR(pg_catalog.=) $6"
-									" AND entries IS NOT DISTINCT FROM $7",
+									" AND (($7 IS NULL AND entries IS NULL)"
+									" OR entries OPERATOR(pg_catalog.=) $7)",
 									7, head_types),
 						 values, nulls, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "ratelimit gc delete failed");
@@ -129,7 +131,8 @@ DeleteKey(const GcRow *r)
 		if (SPI_execute_plan(RlKeepPlan(&parts_plan,
 										"DELETE FROM " RL_INTERNAL_SCHEMA ".state"
 										" WHERE key OPERATOR(pg_catalog.=) $1"
-										" AND zone_id OPERATOR(pg_catalog.=) $2 AND part <> 0",
+										" AND zone_id OPERATOR(pg_catalog.=) $2"
+										" AND part OPERATOR(pg_catalog.<>) 0",
 										2, head_types),
 							 values, nulls, false, 0) != SPI_OK_DELETE)
 			elog(ERROR, "ratelimit gc delete failed");
@@ -183,11 +186,12 @@ rl_gc(PG_FUNCTION_ARGS)
 		__int128	micros = (__int128) window->time + (__int128) window->day * USECS_PER_DAY +
 			(__int128) window->month * DAYS_PER_MONTH * USECS_PER_DAY;
 
-		if (micros < 0 || micros > PG_INT64_MAX)
+		if (micros < 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("max_window must not be negative")));
-		max_window_us = (int64) micros;
+		/* Longer than any clock reading: no bucket is that old. */
+		max_window_us = micros > PG_INT64_MAX ? PG_INT64_MAX : (int64) micros;
 	}
 	/* The transaction cache would write back rows deleted under it. */
 	if (RlStateCacheInUse())
@@ -218,7 +222,8 @@ rl_gc(PG_FUNCTION_ARGS)
 									   " FROM " RL_INTERNAL_SCHEMA ".state s"
 									   " LEFT JOIN " RL_INTERNAL_SCHEMA ".zone z"
 									   " ON z.zone_id OPERATOR(pg_catalog.=) s.zone_id"
-									   " WHERE s.part = 0 AND ($1 IS NULL OR s.zone_id OPERATOR(pg_catalog.=) $1)",
+									   " WHERE s.part OPERATOR(pg_catalog.=) 0"
+									   " AND ($1 IS NULL OR s.zone_id OPERATOR(pg_catalog.=) $1)",
 									   1, argtypes, values, nulls, true, 0);
 	for (;;)
 	{
