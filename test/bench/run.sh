@@ -30,6 +30,8 @@
 #      under pgbench (as 2); one rl_cron_refill run on a zone of 100k full +
 #      1k non-full buckets vs 1k non-full alone, and the same UPDATE without
 #      the partial index (a sequential scan);
+#   9. rl_limit_trigger: a bulk INSERT ... SELECT of 10k and 100k rows for
+#      one key, against the same INSERT without the trigger;
 # prints a Markdown report and writes it to test/bench/RESULTS.md.
 #
 # The shmem store is not transactional and keeps its state across
@@ -50,6 +52,7 @@
 #   BENCH_ZONES=0  skip sections 4, 5 and 6 (default 1)
 #   BENCH_CRON=0   skip section 8 (default 1); its repetitions are
 #                  BENCH_REPS, its pgbench rounds those of section 2
+#   BENCH_TRIGGER=0  skip section 9, the row trigger (default 1)
 #   BENCH_SHMEM_KEYS  ratelimit.shmem_max_keys of the cluster (default
 #                  500000): room for the ~50k measured keys without a full
 #                  8-entry set (at the default 100000, 50 % full, some sets
@@ -71,6 +74,7 @@ BENCH_REPS=${BENCH_REPS:-11}
 BENCH_HOT_REPS=${BENCH_HOT_REPS:-5}
 BENCH_ZONES=${BENCH_ZONES:-1}
 BENCH_CRON=${BENCH_CRON:-1}
+BENCH_TRIGGER=${BENCH_TRIGGER:-1}
 BENCH_SW_ROWS=${BENCH_SW_ROWS:-2000000}
 BENCH_BUILD=${BENCH_BUILD:-1}
 BENCH_SHMEM_KEYS=${BENCH_SHMEM_KEYS:-500000}
@@ -80,10 +84,11 @@ for v in BENCH_SECONDS BENCH_PGBENCH_ROUNDS BENCH_REPS BENCH_HOT_REPS BENCH_SW_R
 done
 [[ $BENCH_ZONES =~ ^[01]$ ]] || rl_die "BENCH_ZONES must be 0 or 1 (got '$BENCH_ZONES')"
 [[ $BENCH_CRON =~ ^[01]$ ]] || rl_die "BENCH_CRON must be 0 or 1 (got '$BENCH_CRON')"
+[[ $BENCH_TRIGGER =~ ^[01]$ ]] || rl_die "BENCH_TRIGGER must be 0 or 1 (got '$BENCH_TRIGGER')"
 
 # The exact command, with the settings that change what it measures.
 COMMAND="bash test/bench/run.sh"
-for v in BENCH_BUILD BENCH_SHMEM_KEYS BENCH_SW_ROWS BENCH_CRON BENCH_ZONES BENCH_HOT_REPS BENCH_REPS BENCH_PGBENCH_ROUNDS BENCH_SECONDS; do
+for v in BENCH_BUILD BENCH_SHMEM_KEYS BENCH_SW_ROWS BENCH_TRIGGER BENCH_CRON BENCH_ZONES BENCH_HOT_REPS BENCH_REPS BENCH_PGBENCH_ROUNDS BENCH_SECONDS; do
 	if printenv "$v" >/dev/null; then COMMAND="$v=${!v} $COMMAND"; fi
 done
 [ $# -eq 0 ] || rl_die "usage: [BENCH_SECONDS=20 ...] bash test/bench/run.sh (no arguments)"
@@ -836,6 +841,39 @@ SQL
 	done
 fi
 
+# ------------------------------------------------------------ row trigger --
+
+# Section 9 (issue 6): rl_limit_trigger on a bulk INSERT ... SELECT whose
+# rows all carry one key, at two sizes, against the same INSERT into a twin
+# table without the trigger.  The zone never refuses (10^9 a second), so
+# every row is a call that takes a token; linear time means the same time
+# per row at both sizes.  The rows are deleted (TRUNCATE) after each run,
+# outside the timing.
+TRIGGER_SIZES=(10000 100000)
+if [ "$BENCH_TRIGGER" = 1 ]; then
+	rl_log "row trigger: INSERT ... SELECT of ${TRIGGER_SIZES[*]} rows for one key, with and without rl_limit_trigger"
+	psql_q <<SQL
+SET client_min_messages = warning;
+SELECT rl_zone_set('bench_trigger', 'token_bucket', 1000000000, '1 second');
+CREATE TABLE bench.trigger_rows (user_id int NOT NULL, body text NOT NULL);
+CREATE TABLE bench.plain_rows (LIKE bench.trigger_rows);
+CREATE TRIGGER trigger_rows_limit BEFORE INSERT ON bench.trigger_rows
+    FOR EACH ROW EXECUTE FUNCTION rl_limit_trigger('bench_trigger', 'user_id');
+SQL
+	{
+		echo "SET client_min_messages = warning;"
+		for rep in $(seq 0 "$BENCH_REPS"); do
+			for n in "${TRIGGER_SIZES[@]}"; do
+				for t in trigger plain; do
+					echo "CALL bench.measure('trigger', '$t:$n', $rep, 'direct', $n, \$q\$WITH i AS (INSERT INTO bench.${t}_rows SELECT 1, 'comment' FROM generate_series(1, $n) RETURNING 1) SELECT count(*) FROM i\$q\$);"
+					echo "TRUNCATE bench.${t}_rows;"
+				done
+			done
+		done
+	} >"$OUT/trigger.sql"
+	psql_q -f "$OUT/trigger.sql" >"$OUT/trigger.log"
+fi
+
 # ------------------------------------------- exact sliding window vs log --
 
 if [ "$BENCH_ZONES" = 1 ]; then
@@ -1019,6 +1057,7 @@ psql_at -v seconds="$PGB_RUN_SECONDS" -v rounds="$PGB_ROUNDS" -v keys="$KEYS" \
 	-v zones="$BENCH_ZONES" -v zone_rate="$ZONE_RATE" -v zone_period="$ZONE_PERIOD" \
 	-v sw_period="$SW_PERIOD" -v sw_spacing="$SW_SPACING" -v size_period="$SIZE_PERIOD" \
 	-v cron="$BENCH_CRON" -v rate="$RATE" -v window="$WINDOW" -v cron_cap="${CRON_CAP:-0}" \
+	-v trigger="$BENCH_TRIGGER" \
 	>"$OUT/report.md" <<'SQL'
 CREATE TEMP VIEW label(variant, label) AS VALUES
     ('select1', '`SELECT 1`'),
@@ -1349,6 +1388,36 @@ SELECT format('**A / B = %s×** (%s ms vs %s ms): the zone''s %s full buckets ch
               to_char(s.state_rows, 'FM999G999G999'), to_char(c.ms, 'FM9990.00'), to_char(c.ms / a.ms, 'FM9990.0'))
   FROM cron_ref a, cron_ref b, cron_ref c, bench.cron_setup s
  WHERE a.variant = 'A' AND b.variant = 'B' AND c.variant = 'C';
+\echo ''
+\endif
+
+\if :trigger
+\echo '## 9. Row trigger: a bulk insert for one key'
+\echo ''
+SELECT format('`rl_zone_set(''bench_trigger'', ''token_bucket'', 1000000000, ''1 second'')`; `bench.trigger_rows (user_id int, body text)` with `BEFORE INSERT … FOR EACH ROW EXECUTE FUNCTION rl_limit_trigger(''bench_trigger'', ''user_id'')`, and a twin table `bench.plain_rows` without it. Measured: `INSERT INTO bench.<table> SELECT 1, ''comment'' FROM generate_series(1, N)` (every row has the key 1; the zone never refuses, so each row takes a token), timed inside the server (clock_timestamp() around the statement + COMMIT), TRUNCATE after each run; median of %s interleaved repetitions after one unrecorded round. Linear time: the same µs per row at both sizes (the transaction cache makes each call on the one key O(1)).',
+              (SELECT max(rep) FROM bench.timings WHERE phase = 'trigger'));
+\echo ''
+\echo '| rows | with the trigger: ms (median) | min–max | µs/row | without: ms | µs/row | trigger cost per row, µs |'
+\echo '| ---: | ---: | ---: | ---: | ---: | ---: | ---: |'
+WITH t AS (
+    SELECT split_part(variant, ':', 1) AS kind, split_part(variant, ':', 2)::int AS n,
+           percentile_cont(0.5) WITHIN GROUP (ORDER BY seconds) * 1000 AS ms,
+           min(seconds) * 1000 AS lo, max(seconds) * 1000 AS hi
+      FROM bench.timings WHERE phase = 'trigger' GROUP BY variant)
+SELECT format('| %s | %s | %s–%s | %s | %s | %s | %s |',
+              to_char(a.n, 'FM999G999G999'), to_char(a.ms, 'FM99990.0'), to_char(a.lo, 'FM99990.0'),
+              to_char(a.hi, 'FM99990.0'), to_char(1000 * a.ms / a.n, 'FM990.00'), to_char(b.ms, 'FM99990.0'),
+              to_char(1000 * b.ms / b.n, 'FM990.00'), to_char(1000 * (a.ms - b.ms) / a.n, 'FM990.00'))
+  FROM t a JOIN t b ON b.kind = 'plain' AND b.n = a.n
+ WHERE a.kind = 'trigger' ORDER BY a.n;
+\echo ''
+WITH t AS (
+    SELECT variant, percentile_cont(0.5) WITHIN GROUP (ORDER BY seconds) AS s
+      FROM bench.timings WHERE phase = 'trigger' GROUP BY variant)
+SELECT format('µs per row with the trigger, %s rows over %s rows: **%s×** (1.00× is linear).',
+              '100,000', '10,000',
+              to_char((big.s / 100000) / (small.s / 10000), 'FM990.00'))
+  FROM t big, t small WHERE big.variant = 'trigger:100000' AND small.variant = 'trigger:10000';
 \echo ''
 \endif
 

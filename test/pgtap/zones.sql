@@ -47,7 +47,7 @@ WHERE e.extname = 'ratelimit' \gset
 
 CREATE ROLE rl_pgtap_zone_attacker NOLOGIN;
 CREATE SCHEMA rl_pgtap_zevil AUTHORIZATION rl_pgtap_zone_attacker;
-GRANT EXECUTE ON FUNCTION rl_zone_set(text, text, bigint, interval, bigint, text, boolean, text),
+GRANT EXECUTE ON FUNCTION rl_zone_set(text, text, bigint, interval, bigint, text, boolean, text, boolean),
     rl_zone_drop(text, boolean) TO rl_pgtap_zone_attacker;
 
 SET ROLE rl_pgtap_zone_attacker;
@@ -452,7 +452,7 @@ SELECT is((SELECT remaining FROM rl_gcra('seed', 15, 30, 60, 0)), 15::bigint,
 -------------------------------------------------------------------------
 CREATE ROLE rl_pgtap_zone_user NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE;
 
-SELECT function_privs_are('rl_zone_set', ARRAY['text', 'text', 'bigint', 'interval', 'bigint', 'text', 'boolean', 'text'],
+SELECT function_privs_are('rl_zone_set', ARRAY['text', 'text', 'bigint', 'interval', 'bigint', 'text', 'boolean', 'text', 'boolean'],
                           'rl_pgtap_zone_user', ARRAY[]::text[], 'an ordinary role may not execute rl_zone_set');
 SELECT function_privs_are('rl_zone_drop', ARRAY['text', 'boolean'],
                           'rl_pgtap_zone_user', ARRAY[]::text[], 'an ordinary role may not execute rl_zone_drop');
@@ -603,7 +603,7 @@ REVOKE USAGE ON SCHEMA ratelimit FROM rl_pgtap_zone_user;
 
 -- A role granted EXECUTE on rl_zone_set (and rl_zone_drop, rl_reset) manages
 -- zones: the functions are SECURITY DEFINER, the tables stay closed to it.
-GRANT EXECUTE ON FUNCTION rl_zone_set(text, text, bigint, interval, bigint, text, boolean, text)
+GRANT EXECUTE ON FUNCTION rl_zone_set(text, text, bigint, interval, bigint, text, boolean, text, boolean)
     TO rl_pgtap_zone_user;
 SET ROLE rl_pgtap_zone_user;
 SELECT lives_ok($$SELECT rl_zone_set('u_zone', 'fixed_window', 2, '1 minute', history => true)$$,
