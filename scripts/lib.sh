@@ -15,7 +15,7 @@ rl_as_root() {
 }
 
 RL_PACKAGES=(
-	make gcc g++ clang-14 llvm-14
+	make gcc g++ clang-14 llvm-14 libclang-rt-14-dev
 	postgresql-$RL_PG_VERSION postgresql-server-dev-$RL_PG_VERSION
 	postgresql-$RL_PG_VERSION-cron postgresql-$RL_PG_VERSION-pgtap
 	libtap-parser-sourcehandler-pgtap-perl

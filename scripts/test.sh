@@ -10,6 +10,10 @@
 #   fault       test/fault/          restarts, crash, SIGKILL }
 #   load        test/load/           pgbench on one key: token }
 #                                    bucket, sliding window   }
+#   fuzz        test/fuzz/run.sh     libFuzzer over src/core (ASan, UBSan),
+#                                    30 s
+#   audit       test/fault/audit.sh  SIGKILL, statement_timeout and cancel in
+#                                    the middle of calls (own cluster)
 #   cron        test/cron/cron.sh    the pg_cron refill mode with a real
 #                                    pg_cron (own clusters; waits up to
 #                                    75 s for the scheduler)
@@ -97,6 +101,7 @@ run_tap_script() {
 }
 
 run_unit
+run_tap_script "fuzz (core)" "$RESULTS/fuzz.log" bash test/fuzz/run.sh 30
 
 trap 'rl_cluster_stop' EXIT
 rl_cluster_start test "fsync = off"
@@ -120,6 +125,8 @@ seen=$(PGOPTIONS="-c ratelimit.default_store=shmem" rl_psql -d postgres -tA -c '
 run_tap_script "load (shmem)" "$RESULTS/load-shmem.log" \
 	env PGOPTIONS="-c ratelimit.default_store=shmem" bash test/load/concurrency.sh 2 3
 run_tap_script "fault (shmem)" "$RESULTS/fault-shmem.log" bash test/fault/shmem.sh
+echo "---- faults in the middle of calls (once)"
+run_tap_script "fault (audit)" "$RESULTS/fault-audit.log" bash test/fault/audit.sh
 echo "---- pg_cron refill mode, end to end (once)"
 run_tap_script "cron (pg_cron)" "$RESULTS/cron.log" bash test/cron/cron.sh
 
