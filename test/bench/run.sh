@@ -1401,8 +1401,8 @@ SELECT format('`rl_zone_set(''bench_trigger'', ''token_bucket'', 1000000000, ''1
 \echo '| ---: | ---: | ---: | ---: | ---: | ---: | ---: |'
 WITH t AS (
     SELECT split_part(variant, ':', 1) AS kind, split_part(variant, ':', 2)::int AS n,
-           percentile_cont(0.5) WITHIN GROUP (ORDER BY seconds) * 1000 AS ms,
-           min(seconds) * 1000 AS lo, max(seconds) * 1000 AS hi
+           percentile_cont(0.5) WITHIN GROUP (ORDER BY secs) * 1000 AS ms,
+           min(secs) * 1000 AS lo, max(secs) * 1000 AS hi
       FROM bench.timings WHERE phase = 'trigger' GROUP BY variant)
 SELECT format('| %s | %s | %s–%s | %s | %s | %s | %s |',
               to_char(a.n, 'FM999G999G999'), to_char(a.ms, 'FM99990.0'), to_char(a.lo, 'FM99990.0'),
@@ -1412,7 +1412,7 @@ SELECT format('| %s | %s | %s–%s | %s | %s | %s | %s |',
  WHERE a.kind = 'trigger' ORDER BY a.n;
 \echo ''
 WITH t AS (
-    SELECT variant, percentile_cont(0.5) WITHIN GROUP (ORDER BY seconds) AS s
+    SELECT variant, percentile_cont(0.5) WITHIN GROUP (ORDER BY secs) AS s
       FROM bench.timings WHERE phase = 'trigger' GROUP BY variant)
 SELECT format('µs per row with the trigger, %s rows over %s rows: **%s×** (1.00× is linear).',
               '100,000', '10,000',
