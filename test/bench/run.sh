@@ -534,6 +534,25 @@ pgb_options() {
 	esac
 }
 
+# pgb_run NAME SCRIPT CLIENTS LOG OPTIONS: one pgbench run of -T
+# PGB_RUN_SECONDS with PGOPTIONS=OPTIONS; prints "tps transactions", or
+# dies when it failed or reported errors.
+pgb_run() {
+	local name=$1 script=$2 clients=$3 log=$4 options=$5 tps xacts
+	PGOPTIONS=$options "$PGBENCH" -n -M prepared -c "$clients" -j "$clients" \
+		-T "$PGB_RUN_SECONDS" -f "$script" postgres >"$log" 2>&1 \
+		|| { cat "$log" >&2; rl_die "pgbench $name ($clients clients) failed"; }
+	tps=$(sed -n 's/^tps = \([0-9.]*\) (without initial connection time)$/\1/p' "$log")
+	xacts=$(sed -n 's/^number of transactions actually processed: \([0-9]*\)$/\1/p' "$log")
+	if [ -z "$tps" ] || [ -z "$xacts" ] || [ "$xacts" -eq 0 ]; then
+		cat "$log" >&2; rl_die "could not read pgbench output for $name ($clients clients)"
+	fi
+	if grep -qiE 'error|abort' "$log" || ! grep -q '^number of failed transactions: 0 ' "$log"; then
+		cat "$log" >&2; rl_die "pgbench $name ($clients clients) reported errors"
+	fi
+	echo "$tps $xacts"
+}
+
 # Interleaved (round 1: all variants and client counts, round 2: ...), so
 # that a slow spell of the machine does not fall on one variant only.
 for round in $(seq 1 "$PGB_ROUNDS"); do
@@ -541,18 +560,8 @@ for round in $(seq 1 "$PGB_ROUNDS"); do
 	for clients in 1 2; do
 		for v in "${PGB_VARIANTS[@]}"; do
 			psql_q -c "VACUUM ratelimit.state, bench.plpgsql_bucket, bench.upsert_bucket"
-			log="$OUT/pgbench-$v-$clients-$round.log"
-			PGOPTIONS=$(pgb_options "$v") "$PGBENCH" -n -M prepared -c "$clients" -j "$clients" \
-				-T "$PGB_RUN_SECONDS" -f "$OUT/$v.pgb" postgres >"$log" 2>&1 \
-				|| { cat "$log" >&2; rl_die "pgbench $v ($clients clients) failed"; }
-			tps=$(sed -n 's/^tps = \([0-9.]*\) (without initial connection time)$/\1/p' "$log")
-			xacts=$(sed -n 's/^number of transactions actually processed: \([0-9]*\)$/\1/p' "$log")
-			if [ -z "$tps" ] || [ -z "$xacts" ] || [ "$xacts" -eq 0 ]; then
-				cat "$log" >&2; rl_die "could not read pgbench output for $v ($clients clients)"
-			fi
-			if grep -qiE 'error|abort' "$log" || ! grep -q '^number of failed transactions: 0 ' "$log"; then
-				cat "$log" >&2; rl_die "pgbench $v ($clients clients) reported errors"
-			fi
+			result=$(pgb_run "$v" "$OUT/$v.pgb" "$clients" "$OUT/pgbench-$v-$clients-$round.log" "$(pgb_options "$v")")
+			read -r tps xacts <<<"$result"
 			psql_q -c "INSERT INTO bench.pgbench VALUES ($round, $clients, '$v', $tps, $xacts)"
 		done
 	done
@@ -735,18 +744,9 @@ SQL
 		for clients in 1 2; do
 			for v in "${CRON_VARIANTS[@]}"; do
 				psql_q -c "VACUUM ratelimit.state"
-				log="$OUT/pgbench-cron-$v-$clients-$round.log"
-				PGOPTIONS="-c ratelimit.table_access=direct" "$PGBENCH" -n -M prepared -c "$clients" -j "$clients" \
-					-T "$PGB_RUN_SECONDS" -f "$OUT/cron-$v.pgb" postgres >"$log" 2>&1 \
-					|| { cat "$log" >&2; rl_die "pgbench cron-$v ($clients clients) failed"; }
-				tps=$(sed -n 's/^tps = \([0-9.]*\) (without initial connection time)$/\1/p' "$log")
-				xacts=$(sed -n 's/^number of transactions actually processed: \([0-9]*\)$/\1/p' "$log")
-				if [ -z "$tps" ] || [ -z "$xacts" ] || [ "$xacts" -eq 0 ]; then
-					cat "$log" >&2; rl_die "could not read pgbench output for cron-$v ($clients clients)"
-				fi
-				if grep -qiE 'error|abort' "$log" || ! grep -q '^number of failed transactions: 0 ' "$log"; then
-					cat "$log" >&2; rl_die "pgbench cron-$v ($clients clients) reported errors"
-				fi
+				result=$(pgb_run "cron-$v" "$OUT/cron-$v.pgb" "$clients" "$OUT/pgbench-cron-$v-$clients-$round.log" \
+					"-c ratelimit.table_access=direct")
+				read -r tps xacts <<<"$result"
 				psql_q -c "INSERT INTO bench.cron_pgbench VALUES ($round, $clients, '$v', $tps, $xacts)"
 			done
 		done
