@@ -183,8 +183,7 @@ rl_gc(PG_FUNCTION_ARGS)
 	if (has_max_window)
 	{
 		Interval   *window = PG_GETARG_INTERVAL_P(1);
-		__int128	micros = (__int128) window->time + (__int128) window->day * USECS_PER_DAY +
-			(__int128) window->month * DAYS_PER_MONTH * USECS_PER_DAY;
+		__int128	micros = RlIntervalTotalMicros(window);
 
 		if (micros < 0)
 			ereport(ERROR,

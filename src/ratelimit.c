@@ -129,6 +129,13 @@ AssignNowOverride(const char *newval, void *extra)
 		rl_now_override_value = *(TimestampTz *) extra;
 }
 
+__int128
+RlIntervalTotalMicros(const Interval *interval)
+{
+	return (__int128) interval->time + (__int128) interval->day * USECS_PER_DAY +
+		(__int128) interval->month * DAYS_PER_MONTH * USECS_PER_DAY;
+}
+
 TimestampTz
 RlNow(void)
 {

@@ -37,6 +37,12 @@ typedef enum RlDefaultStore
 
 extern int	rl_default_store;
 
+/*
+ * An interval's microseconds, months as 30 days (as EXTRACT(epoch) counts
+ * them below a year), without overflow.
+ */
+extern __int128 RlIntervalTotalMicros(const Interval *interval);
+
 /* The decision clock: ratelimit.now_override when set, else the wall clock. */
 extern TimestampTz RlNow(void);
 

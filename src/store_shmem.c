@@ -353,20 +353,45 @@ SetEntryState(ShmemEntry *entry, const RlStateRow *row, const RlShmemLimit *limi
 	SetEntryLimit(entry, limit);
 }
 
+/* The entry's state and limit as the algorithms take them. */
+static RlTokenBucketState
+EntryBucketState(const ShmemEntry *entry)
+{
+	RlTokenBucketState state = {entry->tokens, entry->fraction, entry->stamp};
+
+	return state;
+}
+
+static RlCounterState
+EntryCounterState(const ShmemEntry *entry)
+{
+	RlCounterState state = {entry->tokens, entry->fraction, entry->stamp, entry->counter};
+
+	return state;
+}
+
+static RlZoneLimit
+EntryZoneLimit(const ShmemEntry *entry)
+{
+	RlZoneLimit limit = {(RlAlgorithm) entry->limit_kind, entry->limit.zone.rate,
+	entry->limit.zone.period_us, entry->limit.zone.capacity};
+
+	return limit;
+}
+
 static bool
 EntryIdle(const ShmemEntry *entry, TimestampTz now)
 {
 	if (entry->limit_kind == RL_SHMEM_KIND_BUCKET)
 	{
-		RlTokenBucketState state = {entry->tokens, entry->fraction, entry->stamp};
+		RlTokenBucketState state = EntryBucketState(entry);
 
 		return rl_token_bucket_idle(&state, now, &entry->limit.bucket);
 	}
 	else
 	{
-		RlCounterState state = {entry->tokens, entry->fraction, entry->stamp, entry->counter};
-		RlZoneLimit limit = {(RlAlgorithm) entry->limit_kind, entry->limit.zone.rate,
-		entry->limit.zone.period_us, entry->limit.zone.capacity};
+		RlCounterState state = EntryCounterState(entry);
+		RlZoneLimit limit = EntryZoneLimit(entry);
 
 		return rl_counter_idle(&limit, &state, now);
 	}
@@ -566,7 +591,7 @@ PutKeyRow(ReturnSetInfo *rsinfo, const ShmemEntry *entry, TimestampTz now)
 		values[1] = PointerGetDatum(cstring_to_text_with_len(entry->key, entry->key_len));
 	if (entry->limit_kind == RL_SHMEM_KIND_BUCKET)
 	{
-		RlTokenBucketState state = {entry->tokens, entry->fraction, entry->stamp};
+		RlTokenBucketState state = EntryBucketState(entry);
 		RlTokenBucketDecision peek = rl_token_bucket_take(&state, now, &entry->limit.bucket, 0);
 
 		values[2] = Int64GetDatum((int64) entry->limit.bucket.capacity);
@@ -575,9 +600,8 @@ PutKeyRow(ReturnSetInfo *rsinfo, const ShmemEntry *entry, TimestampTz now)
 	}
 	else
 	{
-		RlCounterState state = {entry->tokens, entry->fraction, entry->stamp, entry->counter};
-		RlZoneLimit limit = {(RlAlgorithm) entry->limit_kind, entry->limit.zone.rate,
-		entry->limit.zone.period_us, entry->limit.zone.capacity};
+		RlCounterState state = EntryCounterState(entry);
+		RlZoneLimit limit = EntryZoneLimit(entry);
 		RlCounterState next;
 		RlDecision	peek = rl_counter_take(&limit, &state, now, 0, &next);
 		Interval   *reset = palloc0(sizeof(Interval));

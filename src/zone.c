@@ -73,13 +73,11 @@ AlgorithmFromName(const char *name, RlAlgorithm *algorithm)
 	return false;
 }
 
-/* An interval as microseconds, months as 30 days (as EXTRACT(epoch) does). */
+/* A period's microseconds, when it lies in (0, RL_MAX_PERIOD_US]. */
 static bool
 IntervalMicros(const Interval *interval, int64 *micros)
 {
-	__int128	total = (__int128) interval->time +
-		(__int128) interval->day * USECS_PER_DAY +
-		(__int128) interval->month * DAYS_PER_MONTH * USECS_PER_DAY;
+	__int128	total = RlIntervalTotalMicros(interval);
 
 	if (total <= 0 || total > RL_MAX_PERIOD_US)
 		return false;
