@@ -6,11 +6,14 @@
  * this store runs the same decide callbacks on a row kept in shared memory.
  *
  * Layout: a set-associative table.  A key's hash picks one set of
- * RL_SHMEM_WAYS entries, one page of memory; each set has its own spinlock,
+ * RL_SHMEM_WAYS entries, 63 cache lines; each set has its own spinlock,
  * held for the few hundred nanoseconds of one decision (the decide callbacks
  * of this store neither raise errors nor allocate), in a line of 16-bit tags
- * so that a lookup reads one entry, not all of them: three cache lines of
- * one page per call.  Calls on keys of different sets
+ * so that a lookup reads one entry, not all of them: three cache lines
+ * per call.  Sets follow each other without padding to a page: were they
+ * page-aligned, every set's first line (and every first entry) would map to
+ * the same few sets of the CPU caches, and 10k keys would keep evicting
+ * each other from L1 and L2 however small they are.  Calls on keys of different sets
  * never wait for each other, and there is no global lock on the decision
  * path.  Wide sets fill evenly: a set overflows only when the table is
  * nearly full.  When a set is full, an entry that has fully recovered (it decides
@@ -51,8 +54,8 @@ PG_FUNCTION_INFO_V1(rl_shmem_counters);
 PG_FUNCTION_INFO_V1(rl_shmem_keys);
 
 #define RL_SHMEM_WAYS 31
-#define RL_SHMEM_SET_BYTES 4096
 #define RL_SHMEM_INLINE_KEY 48
+#define RL_CACHE_LINE 64			/* x86-64's and most arm64's; PG_CACHE_LINE_SIZE is 128 */
 #define RL_SHMEM_ZONE_SLOTS 1024
 #define RL_SHMEM_FILE "pg_stat/ratelimit_shmem.state"
 #define RL_SHMEM_FILE_MAGIC 0x524C5348	/* "RLSH" */
@@ -111,7 +114,12 @@ typedef struct ShmemSet
 	ShmemEntry	entries[RL_SHMEM_WAYS] pg_attribute_aligned(64);
 } ShmemSet;
 
-StaticAssertDecl(sizeof(ShmemSet) <= RL_SHMEM_SET_BYTES, "a shmem set fits in its page");
+/*
+ * 63 lines, not 64: consecutive sets start at consecutive cache indices
+ * (mod 64), so the sets' lock lines spread over all of a cache's sets.
+ */
+StaticAssertDecl(sizeof(ShmemSet) == 63 * RL_CACHE_LINE,
+				 "a shmem set is 63 cache lines");
 
 /* What rl_counters shows per zone, in its column order. */
 typedef enum ZoneCount
@@ -123,12 +131,16 @@ typedef enum ZoneCount
 	ZONE_COUNTS
 } ZoneCount;
 
+/*
+ * A line per zone: every call adds to its zone's counters, and backends
+ * counting for different zones (or reading nsets) must not bounce one line.
+ */
 typedef struct ZoneCounters
 {
 	/* database << 32 | (zone_id + 2): 0 is free (ad-hoc zone ids are 0 and -1) */
 	pg_atomic_uint64 tag;
 	pg_atomic_uint64 counts[ZONE_COUNTS];
-} ZoneCounters;
+} pg_attribute_aligned(RL_CACHE_LINE) ZoneCounters;
 
 typedef struct ShmemHeader
 {
@@ -137,7 +149,7 @@ typedef struct ShmemHeader
 } ShmemHeader;
 
 static ShmemHeader *shmem = NULL;
-static ShmemSet *shmem_sets = NULL;	/* page-aligned: a set is one page */
+static ShmemSet *shmem_sets = NULL;	/* cache-line aligned */
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
@@ -154,17 +166,17 @@ SetCount(void)
 	return (uint32) ((rl_shmem_max_keys + RL_SHMEM_WAYS - 1) / RL_SHMEM_WAYS);
 }
 
-/* The sets, with room to align them to a page. */
+/* The sets, with room to align them to a cache line. */
 static Size
 SetsSize(void)
 {
-	return add_size(mul_size(SetCount(), RL_SHMEM_SET_BYTES), RL_SHMEM_SET_BYTES);
+	return add_size(mul_size(SetCount(), sizeof(ShmemSet)), RL_CACHE_LINE);
 }
 
 static ShmemSet *
 SetAt(uint32 index)
 {
-	return (ShmemSet *) ((char *) shmem_sets + (Size) index * RL_SHMEM_SET_BYTES);
+	return &shmem_sets[index];
 }
 
 /* The identity of a key in the table: its hash, and what is compared. */
@@ -186,13 +198,30 @@ TagOf(uint64 hash)
 	return tag != 0 ? tag : 1;	/* 0 marks a free entry */
 }
 
+/*
+ * The way a new key takes when it is free: most keys are found there, so
+ * a call can fetch the entry together with the set's first line.
+ */
+static int
+HomeWay(uint16 tag)
+{
+	return tag % RL_SHMEM_WAYS;
+}
+
+/* The hash of a key, its zone and the database: it picks the set and the tag. */
+static uint64
+KeyHash(const RlStateKey *key)
+{
+	return hash_bytes_extended((const unsigned char *) VARDATA_ANY(key->key),
+							   VARSIZE_ANY_EXHDR(key->key),
+							   ((uint64) MyDatabaseId << 32) | (uint32) key->zone_id);
+}
+
 static void
-MakeShmemKey(const RlStateKey *key, ShmemKey *out)
+MakeShmemKey(const RlStateKey *key, uint64 hash, ShmemKey *out)
 {
 	const unsigned char *bytes = (const unsigned char *) VARDATA_ANY(key->key);
 	int			len = VARSIZE_ANY_EXHDR(key->key);
-	uint64		hash = hash_bytes_extended(bytes, len,
-										   ((uint64) MyDatabaseId << 32) | (uint32) key->zone_id);
 
 	memset(out, 0, sizeof(*out));
 	out->hash_high = (uint32) (hash >> 32);
@@ -244,8 +273,11 @@ FindInSet(const ShmemSet *set, const ShmemKey *key)
 static ShmemSet *
 SetOf(uint32 hash_high)
 {
-	/* The high bits: the low ones are the tag. */
-	return SetAt(hash_high % shmem->nsets);
+	/*
+	 * The high bits (the low ones are the tag), scaled to [0, nsets) by a
+	 * multiplication rather than a division, which costs ten times more.
+	 */
+	return SetAt((uint32) (((uint64) hash_high * shmem->nsets) >> 32));
 }
 
 /* ---- per-zone counters ---- */
@@ -419,8 +451,10 @@ FreeEntry(ShmemSet *set, int index)
 
 /* A free entry of the set, or an idle one evicted for it; -1 when none. */
 static int
-ClaimEntry(ShmemSet *set, TimestampTz now)
+ClaimEntry(ShmemSet *set, uint16 tag, TimestampTz now)
 {
+	if (set->tags[HomeWay(tag)] == 0)
+		return HomeWay(tag);
 	for (int i = 0; i < RL_SHMEM_WAYS; i++)
 		if (set->tags[i] == 0)
 			return i;
@@ -435,9 +469,33 @@ ClaimEntry(ShmemSet *set, TimestampTz now)
 	return -1;
 }
 
+/*
+ * The set's first line and the key's home entry are fetched from here on,
+ * while the caller checks arguments and reads the clock: with 10k keys and
+ * more they are rarely in the CPU's caches, and the two fetches overlap
+ * instead of following each other (the entry's place is known before the
+ * tags are read when the key sits in its home way, as most do).
+ */
+void
+RlShmemLocate(const RlStateKey *key, RlShmemSlot *slot)
+{
+	slot->hash = KeyHash(key);
+#ifdef __GNUC__
+	if (shmem != NULL)
+	{
+		ShmemSet   *set = SetOf((uint32) (slot->hash >> 32));
+		ShmemEntry *home = &set->entries[HomeWay(TagOf(slot->hash))];
+
+		__builtin_prefetch(set, 1);
+		__builtin_prefetch(home, 0);
+		__builtin_prefetch(&home->tokens, 1);
+	}
+#endif
+}
+
 RlShmemOutcome
-RlShmemUpdate(const RlStateKey *key, const RlShmemLimit *limit, TimestampTz now,
-			  RlDecideFn decide, void *arg, bool peek)
+RlShmemUpdate(const RlStateKey *key, const RlShmemSlot *slot, const RlShmemLimit *limit,
+			  TimestampTz now, RlDecideFn decide, void *arg, bool peek)
 {
 	ShmemKey	skey;
 	ShmemSet   *set;
@@ -447,7 +505,7 @@ RlShmemUpdate(const RlStateKey *key, const RlShmemLimit *limit, TimestampTz now,
 	int			index;
 
 	RequireShmem();
-	MakeShmemKey(key, &skey);
+	MakeShmemKey(key, slot->hash, &skey);
 	set = SetOf(skey.hash_high);
 
 	/* decide neither raises nor allocates for the algorithms this store takes. */
@@ -465,7 +523,7 @@ RlShmemUpdate(const RlStateKey *key, const RlShmemLimit *limit, TimestampTz now,
 	}
 	else if (decide(NULL, &next, arg, NULL) && !peek)
 	{
-		int			claimed = ClaimEntry(set, now);
+		int			claimed = ClaimEntry(set, skey.tag, now);
 
 		if (claimed >= 0)
 		{
@@ -515,7 +573,7 @@ RlShmemRemove(const RlStateKey *key)
 	int			index;
 
 	RequireShmem();
-	MakeShmemKey(key, &skey);
+	MakeShmemKey(key, KeyHash(key), &skey);
 	set = SetOf(skey.hash_high);
 	SpinLockAcquire(&set->mutex);
 	index = FindInSet(set, &skey);
@@ -774,6 +832,12 @@ LoadState(void)
 			if (entry.tag == 0)
 				continue;
 			set = SetOf(entry.hash_high);
+			if (set->tags[HomeWay(entry.tag)] == 0)
+			{
+				set->entries[HomeWay(entry.tag)] = entry;
+				set->tags[HomeWay(entry.tag)] = entry.tag;
+				placed = true;
+			}
 			for (int i = 0; i < RL_SHMEM_WAYS && !placed; i++)
 			{
 				if (set->tags[i] == 0)
@@ -819,7 +883,7 @@ ShmemStartup(void)
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	shmem = ShmemInitStruct("ratelimit shmem store", sizeof(ShmemHeader), &found);
 	sets = ShmemInitStruct("ratelimit shmem store sets", SetsSize(), &found_sets);
-	shmem_sets = (ShmemSet *) TYPEALIGN(RL_SHMEM_SET_BYTES, sets);
+	shmem_sets = (ShmemSet *) TYPEALIGN(RL_CACHE_LINE, sets);
 	if (!found)
 	{
 		memset(shmem, 0, sizeof(ShmemHeader));

@@ -32,12 +32,27 @@ typedef enum RlShmemOutcome
 	RL_SHMEM_FULL				/* a new key found no room: nothing stored */
 } RlShmemOutcome;
 
+/* Where a key lives in the store. */
+typedef struct RlShmemSlot
+{
+	uint64		hash;
+} RlShmemSlot;
+
+/*
+ * Finds the key's slot and starts fetching its memory: call it as early as
+ * the key is known, before the work that precedes RlShmemUpdate.  Raises
+ * nothing, preloaded or not.
+ */
+extern void RlShmemLocate(const RlStateKey *key, RlShmemSlot *slot);
+
 /*
  * Runs decide on the key's state under its set's lock and stores the result
- * (unless peek).  decide must neither raise errors nor read parts.
+ * (unless peek).  decide must neither raise errors nor read parts.  slot is
+ * RlShmemLocate's for this key.
  */
-extern RlShmemOutcome RlShmemUpdate(const RlStateKey *key, const RlShmemLimit *limit,
-									TimestampTz now, RlDecideFn decide, void *arg, bool peek);
+extern RlShmemOutcome RlShmemUpdate(const RlStateKey *key, const RlShmemSlot *slot,
+									const RlShmemLimit *limit, TimestampTz now,
+									RlDecideFn decide, void *arg, bool peek);
 
 /* ratelimit.shmem_full_policy applied to a decision that found no room. */
 extern void RlApplyShmemFullPolicy(RlDecision *decision, const char *what);

@@ -91,12 +91,15 @@ rl_token_bucket(PG_FUNCTION_ARGS)
 {
 	TokenBucketCall call;
 	RlStateKey	key;
+	RlShmemSlot slot;
 	double		rate;
 	double		window;
 
 	key.key = RlCheckedKey(fcinfo, 0, "id");
 	key.zone_id = RL_ZONE_ID_TOKEN_BUCKET;
 	key.part = 0;
+	if (rl_default_store == RL_DEFAULT_STORE_SHMEM)
+		RlShmemLocate(&key, &slot);
 	RlRequireNotNull(fcinfo, 1, "rate");
 	RlRequireNotNull(fcinfo, 2, "window");
 	RlRequireNotNull(fcinfo, 3, "cost");
@@ -117,7 +120,7 @@ rl_token_bucket(PG_FUNCTION_ARGS)
 		memset(&limit, 0, sizeof(limit));
 		limit.is_bucket = true;
 		limit.bucket = call.limit;
-		if (RlShmemUpdate(&key, &limit, call.now, DecideTokenBucket, &call, false) == RL_SHMEM_FULL)
+		if (RlShmemUpdate(&key, &slot, &limit, call.now, DecideTokenBucket, &call, false) == RL_SHMEM_FULL)
 		{
 			RlDecision decision = {.allowed = call.decision.allowed};
 

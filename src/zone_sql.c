@@ -329,14 +329,14 @@ PrepareSlidingWindow(ZoneCall *call)
 
 /* The shmem store's path: one decision under the key's set lock. */
 static void
-DecideInShmem(ZoneCall *call, bool peek)
+DecideInShmem(ZoneCall *call, const RlShmemSlot *slot, bool peek)
 {
 	RlShmemLimit limit;
 
 	memset(&limit, 0, sizeof(limit));
 	limit.is_bucket = false;
 	limit.zone = call->zone.limit;
-	if (RlShmemUpdate(&call->key, &limit, call->now, DecideCounter, call, peek) == RL_SHMEM_FULL)
+	if (RlShmemUpdate(&call->key, slot, &limit, call->now, DecideCounter, call, peek) == RL_SHMEM_FULL)
 		RlApplyShmemFullPolicy(&call->decision, call->zone_name);
 }
 
@@ -348,13 +348,16 @@ static int64
 DecideZoneCall(ZoneCall *call, const char *function)
 {
 	int64		txn_id = 0;
+	RlShmemSlot slot;
 
+	if (call->zone.store == RL_STORE_SHMEM)
+		RlShmemLocate(&call->key, &slot);
 	/* The shmem store writes no WAL: it decides on a standby too. */
 	if (call->zone.store == RL_STORE_TABLE || call->zone.history)
 		PreventCommandIfReadOnly(function);
 	call->now = RlNow();
 	if (call->zone.store == RL_STORE_SHMEM)
-		DecideInShmem(call, false);
+		DecideInShmem(call, &slot, false);
 	else if (IsSlidingWindow(call))
 	{
 		PrepareSlidingWindow(call);
@@ -420,11 +423,14 @@ Datum
 rl_peek(PG_FUNCTION_ARGS)
 {
 	ZoneCall	call;
+	RlShmemSlot slot;
 
 	PrepareZoneCall(fcinfo, &call, true);
+	if (call.zone.store == RL_STORE_SHMEM)
+		RlShmemLocate(&call.key, &slot);
 	call.now = RlNow();
 	if (call.zone.store == RL_STORE_SHMEM)
-		DecideInShmem(&call, true);
+		DecideInShmem(&call, &slot, true);
 	else if (IsSlidingWindow(&call))
 	{
 		PrepareSlidingWindow(&call);
