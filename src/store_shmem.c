@@ -289,9 +289,8 @@ CounterTag(Oid dbid, int32 zone_id)
 }
 
 static ZoneCounters *
-CountersOf(Oid dbid, int32 zone_id)
+FindCounters(uint64 tag, Oid dbid, int32 zone_id)
 {
-	uint64		tag = CounterTag(dbid, zone_id);
 	uint32		start = (uint32) (hash_bytes_uint32((uint32) zone_id) ^ dbid) % RL_SHMEM_ZONE_SLOTS;
 
 	for (uint32 probe = 0; probe < RL_SHMEM_ZONE_SLOTS; probe++)
@@ -310,6 +309,25 @@ CountersOf(Oid dbid, int32 zone_id)
 		}
 	}
 	return NULL;				/* more zones than slots: not counted */
+}
+
+/*
+ * A slot keeps its zone until the server stops, so a backend remembers the
+ * last one it found: calls on one zone skip the probe.
+ */
+static ZoneCounters *
+CountersOf(Oid dbid, int32 zone_id)
+{
+	static uint64 last_tag = 0;
+	static ZoneCounters *last_slot = NULL;
+	uint64		tag = CounterTag(dbid, zone_id);
+
+	if (tag != last_tag || last_slot == NULL)
+	{
+		last_slot = FindCounters(tag, dbid, zone_id);
+		last_tag = tag;
+	}
+	return last_slot;
 }
 
 static void
