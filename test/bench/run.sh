@@ -152,101 +152,11 @@ psql_at() { rl_psql -d postgres -At "$@"; }
 
 # ---------------------------------------------------------------- setup --
 
-# The two baselines use the layout users hand-write, with the same key,
-# storage and fill as ratelimit.state (text COLLATE "C" key, float8 tokens,
-# timestamptz, UNLOGGED, fillfactor 50), so that the comparison is about the
-# access path, not about the layout.
-#
-# The upsert statement, with placeholders @ID@ @RATE@ @WINDOW@ @COST@.
-# A refused call stores the refilled bucket as of now without taking
-# anything, which is the same bucket as leaving the row alone (the refill is
-# continuous and capped), and keeps the statement small: the executor builds
-# every expression of the statement again on each execution.  "allowed"
-# records the decision for RETURNING, which cannot see the old row.
-AVAIL="least(@RATE@ * @WINDOW@, b.tokens + @RATE@ * greatest(0, date_part('epoch', excluded.updated_at - b.updated_at)))"
-UPSERT_SQL="INSERT INTO bench.upsert_bucket AS b (id, tokens, updated_at, allowed)
-VALUES (@ID@,
-        CASE WHEN @RATE@ * @WINDOW@ >= @COST@ THEN @RATE@ * @WINDOW@ - @COST@ ELSE @RATE@ * @WINDOW@ END,
-        clock_timestamp(),
-        @RATE@ * @WINDOW@ >= @COST@)
-ON CONFLICT (id) DO UPDATE SET
-    tokens = $AVAIL - CASE WHEN $AVAIL >= @COST@ THEN @COST@ ELSE 0 END,
-    updated_at = greatest(b.updated_at, excluded.updated_at),
-    allowed = $AVAIL >= @COST@
-RETURNING CASE WHEN b.allowed THEN floor(b.tokens)::bigint ELSE -1 END"
-
-upsert_sql() { # ID RATE WINDOW COST
-	local s=$UPSERT_SQL
-	s=${s//@ID@/$1}; s=${s//@RATE@/$2}; s=${s//@WINDOW@/$3}; s=${s//@COST@/$4}
-	printf '%s' "$s"
-}
-
-# shellcheck disable=SC2016  # $1 .. $4 are the SQL function's parameters
-UPSERT_FN_SQL=$(upsert_sql '$1' '$2' '$3' '$4')
-
 rl_log "setting up the bench schema"
+# The PL/pgSQL and upsert buckets (schema bench), shared with redis.sh.
+psql_q -f "$HERE/baselines.sql"
 psql_q <<SQL
 CREATE EXTENSION ratelimit;
-CREATE SCHEMA bench;
-
--- What users hand-write: UPDATE ... RETURNING, then INSERT when missing.
-CREATE UNLOGGED TABLE bench.plpgsql_bucket (
-    id          text COLLATE "C" NOT NULL PRIMARY KEY,
-    tokens      float8 NOT NULL,
-    updated_at  timestamptz NOT NULL
-) WITH (fillfactor = 50);
-
-CREATE FUNCTION bench.plpgsql_bucket(
-    p_id text, p_rate float8 DEFAULT 2, p_window float8 DEFAULT 60, p_cost int DEFAULT 1)
-RETURNS bigint LANGUAGE plpgsql AS \$fn\$
-DECLARE
-    v_now    timestamptz := clock_timestamp();
-    v_cap    float8 := p_rate * p_window;
-    v_tokens float8;
-BEGIN
-    LOOP
-        -- Admitted: take p_cost from the refilled bucket (fractions kept).
-        UPDATE bench.plpgsql_bucket
-           SET tokens = least(v_cap, tokens + p_rate * greatest(0, date_part('epoch', v_now - updated_at))) - p_cost,
-               updated_at = greatest(updated_at, v_now)
-         WHERE id = p_id
-           AND least(v_cap, tokens + p_rate * greatest(0, date_part('epoch', v_now - updated_at))) >= p_cost
-        RETURNING tokens INTO v_tokens;
-        IF FOUND THEN
-            RETURN floor(v_tokens)::bigint;
-        END IF;
-        -- Refused (the row exists): take nothing, leave the refill alone.
-        PERFORM 1 FROM bench.plpgsql_bucket WHERE id = p_id;
-        IF FOUND THEN
-            RETURN -1;
-        END IF;
-        IF p_cost > v_cap THEN
-            RETURN -1;
-        END IF;
-        -- New key: a full bucket.  A concurrent insert sends us round again.
-        INSERT INTO bench.plpgsql_bucket (id, tokens, updated_at)
-        VALUES (p_id, v_cap - p_cost, v_now)
-        ON CONFLICT (id) DO NOTHING;
-        IF FOUND THEN
-            RETURN floor(v_cap - p_cost)::bigint;
-        END IF;
-    END LOOP;
-END
-\$fn\$;
-
--- One statement: INSERT ... ON CONFLICT (id) DO UPDATE ... RETURNING.
-CREATE UNLOGGED TABLE bench.upsert_bucket (
-    id          text COLLATE "C" NOT NULL PRIMARY KEY,
-    tokens      float8 NOT NULL,
-    updated_at  timestamptz NOT NULL,
-    allowed     boolean NOT NULL
-) WITH (fillfactor = 50);
-
-CREATE FUNCTION bench.upsert_bucket(
-    p_id text, p_rate float8 DEFAULT 2, p_window float8 DEFAULT 60, p_cost int DEFAULT 1)
-RETURNS bigint LANGUAGE sql AS \$fn\$
-$UPSERT_FN_SQL;
-\$fn\$;
 
 CREATE TABLE bench.timings (
     phase    text NOT NULL,
@@ -524,7 +434,8 @@ cp "$OUT/direct.pgb" "$OUT/spi.pgb"
 cp "$OUT/direct.pgb" "$OUT/shmem.pgb"
 printf '\\set k random(1, %d)\nSELECT bench.plpgsql_bucket('"'k'"' || :k, %s, %s, 1);\n' \
 	"$KEYS" "$RATE" "$WINDOW" >"$OUT/plpgsql.pgb"
-printf '\\set k random(1, %d)\n%s;\n' "$KEYS" "$(upsert_sql "'k' || :k" "$RATE" "$WINDOW" 1)" >"$OUT/upsert.pgb"
+printf '\\set k random(1, %d)\n%s;\n' "$KEYS" \
+	"$(psql_at -c "SELECT bench.upsert_bucket_sql(\$\$'k' || :k\$\$, '$RATE', '$WINDOW', '1')")" >"$OUT/upsert.pgb"
 
 pgb_options() {
 	case $1 in
@@ -1531,7 +1442,7 @@ SQL
 	echo "- baselines: UNLOGGED tables with a text COLLATE \"C\" primary key, float8 tokens," \
 	     "a timestamptz and fillfactor 50 (\`ratelimit.state\`, which holds every algorithm's state, keeps" \
 	     "whole tokens in a bigint plus a float8 fraction and its primary key is (key, zone_id, part)); the PL/pgSQL" \
-	     "bucket and the upsert statement are in \`test/bench/run.sh\`, and all variants (\`rl_token_bucket\` on both stores" \
+	     "bucket and the upsert statement are in \`test/bench/baselines.sql\`, and all variants (\`rl_token_bucket\` on both stores" \
 	     "included) pass the SPEC §2.1 check (fractions kept, refused calls take nothing) before the run."
 	[ -z "$SO_NOTE" ] || echo "- **$SO_NOTE**"
 	echo
