@@ -1352,7 +1352,7 @@ SELECT format('| shmem store: `rl_token_bucket` pgbench ≥ 0.85× `SELECT 1`, %
               CASE WHEN b.tps / s.tps >= 0.85 THEN 'met' ELSE '**MISSED**' END)
   FROM pgb b JOIN pgb s ON s.clients = b.clients AND s.variant = 'select1'
  WHERE b.variant = 'shmem' ORDER BY b.clients;
-\echo '| shmem store: `rl_token_bucket` pgbench ≥ a Redis + Lua token bucket at the same client count | not measured (this benchmark runs no Redis) | not measured |'
+\echo '| shmem store: `rl_token_bucket` pgbench ≥ a Redis + Lua token bucket at the same client count | measured by `bash test/bench/redis.sh`: see [REDIS.md](REDIS.md) | — |'
 SELECT format('| shmem store: `rl_token_bucket` in-backend ≥ 0.5× a `hashtext(i::text)` loop | %s× (%s µs vs %s µs) | %s |',
               to_char(h.us / m.us, 'FM990.00'), to_char(m.us, 'FM990.00'), to_char(h.us, 'FM990.00'),
               CASE WHEN h.us / m.us >= 0.5 THEN 'met' ELSE '**MISSED**' END)
