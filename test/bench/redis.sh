@@ -30,6 +30,8 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=../../scripts/lib.sh disable=SC1091
 . "$HERE/../../scripts/lib.sh"
+# shellcheck source=pgbench.sh
+. "$HERE/pgbench.sh"
 
 REDIS_BENCH_SECONDS=${REDIS_BENCH_SECONDS:-5}
 REDIS_BENCH_ROUNDS=${REDIS_BENCH_ROUNDS:-3}
@@ -278,19 +280,11 @@ pctl() {
 # pgb_run VARIANT CLIENTS ROUND: one pgbench run; prints "tps xacts p50 p99"
 # (µs, from the per-transaction log: its third column is the latency).
 pgb_run() {
-	local v=$1 c=$2 name="$1-$2-$3" tps xacts n
-	local log=$OUT/pgbench-$name.log prefix=$OUT/tx-$name
-	PGOPTIONS=$(pgb_options "$v") "$PGBENCH" -n -M prepared -c "$c" -j "$c" -T "$REDIS_BENCH_SECONDS" \
-		-l --log-prefix="$prefix" -f "$OUT/$v.pgb" postgres >"$log" 2>&1 \
-		|| { cat "$log" >&2; rl_die "pgbench $v ($c clients) failed"; }
-	tps=$(sed -n 's/^tps = \([0-9.]*\) (without initial connection time)$/\1/p' "$log")
-	xacts=$(sed -n 's/^number of transactions actually processed: \([0-9]*\)$/\1/p' "$log")
-	if [ -z "$tps" ] || [ -z "$xacts" ] || [ "$xacts" -eq 0 ]; then
-		cat "$log" >&2; rl_die "could not read pgbench output for $v ($c clients)"
-	fi
-	if grep -qiE 'error|abort' "$log" || ! grep -q '^number of failed transactions: 0 ' "$log"; then
-		cat "$log" >&2; rl_die "pgbench $v ($c clients) reported errors"
-	fi
+	local v=$1 c=$2 name="$1-$2-$3" result tps xacts n
+	local prefix=$OUT/tx-$name
+	result=$(pgb_checked "$v" "$c" "$OUT/pgbench-$name.log" "$(pgb_options "$v")" \
+		-T "$REDIS_BENCH_SECONDS" -l --log-prefix="$prefix" -f "$OUT/$v.pgb") || exit 1
+	read -r tps xacts <<<"$result"
 	# The logs are large (a line per transaction): kept sorted only until
 	# their percentiles are read.
 	cat "$prefix".* | awk '{ print $3 }' | sort -n >"$prefix.sorted"

@@ -67,6 +67,8 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=../../scripts/lib.sh disable=SC1091
 . "$HERE/../../scripts/lib.sh"
+# shellcheck source=pgbench.sh
+. "$HERE/pgbench.sh"
 
 BENCH_SECONDS=${BENCH_SECONDS:-20}
 BENCH_PGBENCH_ROUNDS=${BENCH_PGBENCH_ROUNDS:-10}
@@ -449,19 +451,7 @@ pgb_options() {
 # PGB_RUN_SECONDS with PGOPTIONS=OPTIONS; prints "tps transactions", or
 # dies when it failed or reported errors.
 pgb_run() {
-	local name=$1 script=$2 clients=$3 log=$4 options=$5 tps xacts
-	PGOPTIONS=$options "$PGBENCH" -n -M prepared -c "$clients" -j "$clients" \
-		-T "$PGB_RUN_SECONDS" -f "$script" postgres >"$log" 2>&1 \
-		|| { cat "$log" >&2; rl_die "pgbench $name ($clients clients) failed"; }
-	tps=$(sed -n 's/^tps = \([0-9.]*\) (without initial connection time)$/\1/p' "$log")
-	xacts=$(sed -n 's/^number of transactions actually processed: \([0-9]*\)$/\1/p' "$log")
-	if [ -z "$tps" ] || [ -z "$xacts" ] || [ "$xacts" -eq 0 ]; then
-		cat "$log" >&2; rl_die "could not read pgbench output for $name ($clients clients)"
-	fi
-	if grep -qiE 'error|abort' "$log" || ! grep -q '^number of failed transactions: 0 ' "$log"; then
-		cat "$log" >&2; rl_die "pgbench $name ($clients clients) reported errors"
-	fi
-	echo "$tps $xacts"
+	pgb_checked "$1" "$3" "$4" "$5" -T "$PGB_RUN_SECONDS" -f "$2"
 }
 
 # Interleaved (round 1: all variants and client counts, round 2: ...), so

@@ -1,0 +1,21 @@
+# Sourced by test/bench/run.sh and test/bench/redis.sh (after scripts/lib.sh).
+
+# pgb_checked NAME CLIENTS LOG PGOPTIONS PGBENCH-ARGUMENT...: one pgbench run
+# (-n -M prepared, a thread per client, database postgres) whose output goes
+# to LOG; prints "tps transactions", or dies when pgbench failed, reported
+# a failed transaction or printed something it could not read.
+pgb_checked() {
+	local name=$1 clients=$2 log=$3 options=$4 tps xacts
+	shift 4
+	PGOPTIONS=$options "$RL_PG_BIN/pgbench" -n -M prepared -c "$clients" -j "$clients" "$@" postgres \
+		>"$log" 2>&1 || { cat "$log" >&2; rl_die "pgbench $name ($clients clients) failed"; }
+	tps=$(sed -n 's/^tps = \([0-9.]*\) (without initial connection time)$/\1/p' "$log")
+	xacts=$(sed -n 's/^number of transactions actually processed: \([0-9]*\)$/\1/p' "$log")
+	if [ -z "$tps" ] || [ -z "$xacts" ] || [ "$xacts" -eq 0 ]; then
+		cat "$log" >&2; rl_die "could not read pgbench output for $name ($clients clients)"
+	fi
+	if grep -qiE 'error|abort' "$log" || ! grep -q '^number of failed transactions: 0 ' "$log"; then
+		cat "$log" >&2; rl_die "pgbench $name ($clients clients) reported errors"
+	fi
+	echo "$tps $xacts"
+}
