@@ -135,9 +135,15 @@ SELECT rl_zone_set(zone, 'fixed_window', 1000000000000000, '1 day', store => 'sh
 FROM soak_zone WHERE algorithm = 'rl_token_bucket';
 
 -- ratelimit.default_store picks rl_token_bucket's store; a function's SET
--- clause scopes it to the call.
-CREATE FUNCTION soak_adhoc_table(tally text, id text, rate float8, win float8) RETURNS bigint
-LANGUAGE plpgsql SET ratelimit.default_store = 'table' AS \$\$
+-- clause scopes it to the call: soak_adhoc_table and soak_adhoc_shmem.
+DO \$do\$
+DECLARE
+    store text;
+BEGIN
+    FOREACH store IN ARRAY ARRAY['table', 'shmem'] LOOP
+        EXECUTE format(\$f\$
+CREATE FUNCTION %I(tally text, id text, rate float8, win float8) RETURNS bigint
+LANGUAGE plpgsql SET ratelimit.default_store = %L AS \$fn\$
 DECLARE
     remaining bigint := rl_token_bucket(id, rate, win);
 BEGIN
@@ -145,17 +151,9 @@ BEGIN
         PERFORM rl_limit(tally, 'admitted');
     END IF;
     RETURN remaining;
-END \$\$;
-CREATE FUNCTION soak_adhoc_shmem(tally text, id text, rate float8, win float8) RETURNS bigint
-LANGUAGE plpgsql SET ratelimit.default_store = 'shmem' AS \$\$
-DECLARE
-    remaining bigint := rl_token_bucket(id, rate, win);
-BEGIN
-    IF remaining >= 0 THEN
-        PERFORM rl_limit(tally, 'admitted');
-    END IF;
-    RETURN remaining;
-END \$\$;
+END \$fn\$\$f\$, 'soak_adhoc_' || store, store);
+    END LOOP;
+END \$do\$;
 CREATE TABLE soak_calls (zone text PRIMARY KEY, calls bigint);
 SQL
 
