@@ -256,9 +256,14 @@ EntryMatches(const ShmemEntry *entry, const ShmemKey *key)
 static int
 FindInSet(const ShmemSet *set, const ShmemKey *key)
 {
+	int			home = HomeWay(key->tag);
+
+	/* Most keys sit in their home way, already being fetched. */
+	if (set->tags[home] == key->tag && EntryMatches(&set->entries[home], key))
+		return home;
 	for (int i = 0; i < RL_SHMEM_WAYS; i++)
 	{
-		if (set->tags[i] != key->tag)
+		if (set->tags[i] != key->tag || i == home)
 			continue;
 #ifdef __GNUC__
 		/* The state's line, fetched while the first one is compared. */

@@ -40,6 +40,8 @@ typedef struct ZoneCacheEntry
 } ZoneCacheEntry;
 
 static HTAB *zone_cache = NULL;
+/* The entry found last: calls in a row mostly name the same zone. */
+static ZoneCacheEntry *last_zone = NULL;
 static Oid	zone_table_relid = InvalidOid;
 static SPIPlanPtr zone_lookup_plan = NULL;
 
@@ -273,6 +275,7 @@ InvalidateZones(Datum arg, Oid relid)
 			hash_destroy(zone_cache);
 			zone_cache = NULL;
 		}
+		last_zone = NULL;
 		/* The table itself may be gone (DROP EXTENSION): look it up again. */
 		zone_table_relid = InvalidOid;
 	}
@@ -371,8 +374,6 @@ RlLookupZone(text *name, RlZone *zone)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("rate-limit zone \"%s\" does not exist", text_to_cstring(name))));
-	memset(key, 0, sizeof(key));
-	memcpy(key, VARDATA_ANY(name), len);
 
 	/*
 	 * A transaction that already holds its locks takes in no invalidation
@@ -380,6 +381,16 @@ RlLookupZone(text *name, RlZone *zone)
 	 * its next call.  Cheap when nothing is pending.
 	 */
 	AcceptInvalidationMessages();
+
+	/* The entry is NUL-padded: equal bytes then a NUL is the same name. */
+	if (last_zone != NULL && last_zone->name[len] == '\0' &&
+		memcmp(last_zone->name, VARDATA_ANY(name), len) == 0)
+	{
+		*zone = last_zone->zone;
+		return;
+	}
+	memset(key, 0, sizeof(key));
+	memcpy(key, VARDATA_ANY(name), len);
 
 	if (zone_cache == NULL)
 	{
@@ -392,6 +403,7 @@ RlLookupZone(text *name, RlZone *zone)
 	entry = hash_search(zone_cache, key, HASH_FIND, NULL);
 	if (entry != NULL)
 	{
+		last_zone = entry;
 		*zone = entry->zone;
 		return;
 	}
@@ -412,4 +424,5 @@ RlLookupZone(text *name, RlZone *zone)
 	}
 	entry = hash_search(zone_cache, key, HASH_ENTER, &found);
 	entry->zone = *zone;
+	last_zone = entry;
 }

@@ -230,12 +230,13 @@ ApplyShadow(ZoneCall *call)
 		call->decision.allowed = true;
 }
 
+/* An interval of micros in *interval, which must outlive the Datum's use. */
 static Datum
-IntervalDatum(int64 micros)
+IntervalDatum(int64 micros, Interval *interval)
 {
-	Interval   *interval = palloc0(sizeof(Interval));
-
 	interval->time = micros;
+	interval->day = 0;
+	interval->month = 0;
 	return IntervalPGetDatum(interval);
 }
 
@@ -267,6 +268,8 @@ ResultDatum(FunctionCallInfo fcinfo, const ZoneCall *call, bool has_txn, int64 t
 	const RlDecision *decision = &call->decision;
 	Datum		values[RESULT_COLUMNS];
 	bool		nulls[RESULT_COLUMNS] = {false, false, false, false, false, false, false};
+	Interval	retry_after;	/* heap_form_tuple copies them: no palloc */
+	Interval	reset_after;
 
 	/* An older rl_result (the update not run yet) lacks would_allow. */
 	if (desc->natts > RESULT_COLUMNS || desc->natts < RESULT_COLUMNS - 1)
@@ -274,9 +277,9 @@ ResultDatum(FunctionCallInfo fcinfo, const ZoneCall *call, bool has_txn, int64 t
 	values[0] = BoolGetDatum(decision->allowed);
 	values[1] = Int64GetDatum(decision->capacity);
 	values[2] = Int64GetDatum(decision->remaining);
-	values[3] = IntervalDatum(decision->retry_after_us);
+	values[3] = IntervalDatum(decision->retry_after_us, &retry_after);
 	nulls[3] = call->would_allow;
-	values[4] = IntervalDatum(decision->reset_after_us);
+	values[4] = IntervalDatum(decision->reset_after_us, &reset_after);
 	values[5] = Int64GetDatum(txn_id);
 	nulls[5] = !has_txn;
 	values[6] = BoolGetDatum(call->would_allow);
