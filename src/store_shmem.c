@@ -472,15 +472,26 @@ FreeEntry(ShmemSet *set, int index)
 	memset(&set->entries[index], 0, sizeof(ShmemEntry));
 }
 
-/* A free entry of the set, or an idle one evicted for it; -1 when none. */
+/* A free entry of the set for a key of this tag, its home way first; -1 when none. */
 static int
-ClaimEntry(ShmemSet *set, uint16 tag, TimestampTz now)
+FreeWay(const ShmemSet *set, uint16 tag)
 {
 	if (set->tags[HomeWay(tag)] == 0)
 		return HomeWay(tag);
 	for (int i = 0; i < RL_SHMEM_WAYS; i++)
 		if (set->tags[i] == 0)
 			return i;
+	return -1;
+}
+
+/* A free entry of the set, or an idle one evicted for it; -1 when none. */
+static int
+ClaimEntry(ShmemSet *set, uint16 tag, TimestampTz now)
+{
+	int			free_way = FreeWay(set, tag);
+
+	if (free_way >= 0)
+		return free_way;
 	for (int i = 0; i < RL_SHMEM_WAYS; i++)
 	{
 		if (EntryIdle(&set->entries[i], now))
@@ -848,30 +859,20 @@ LoadState(void)
 		{
 			ShmemEntry	entry;
 			ShmemSet   *set;
-			bool		placed = false;
+			int			way;
 
 			if (fread(&entry, sizeof(entry), 1, file) != 1)
 				break;
 			if (entry.tag == 0)
 				continue;
 			set = SetOf(entry.hash_high);
-			if (set->tags[HomeWay(entry.tag)] == 0)
+			way = FreeWay(set, entry.tag);
+			if (way >= 0)
 			{
-				set->entries[HomeWay(entry.tag)] = entry;
-				set->tags[HomeWay(entry.tag)] = entry.tag;
-				placed = true;
-			}
-			for (int i = 0; i < RL_SHMEM_WAYS && !placed; i++)
-			{
-				if (set->tags[i] == 0)
-				{
-					set->entries[i] = entry;
-					set->tags[i] = entry.tag;
-					placed = true;
-				}
-			}
-			if (placed)
+				set->entries[way] = entry;
+				set->tags[way] = entry.tag;
 				loaded++;
+			}
 			else
 				dropped++;		/* a smaller ratelimit.shmem_max_keys than before */
 		}
