@@ -22,7 +22,8 @@ HEADERS = $(wildcard src/*.h src/core/*.h)
 
 DATA = $(wildcard sql/$(EXTENSION)--*.sql)
 
-REGRESS = $(filter-out $(EXTENSION)--%,$(patsubst sql/%.sql,%,$(wildcard sql/*.sql)))
+# setup first: it creates what the other tests share.
+REGRESS = setup $(filter-out setup $(EXTENSION)--%,$(patsubst sql/%.sql,%,$(wildcard sql/*.sql)))
 REGRESS_OPTS = --inputdir=. --load-extension=$(EXTENSION)
 
 PG_CPPFLAGS = -I$(srcdir)/src

@@ -109,12 +109,12 @@ rl_cluster_start test "fsync = off"
 PG_ISOLATION_REGRESS=$("$RL_PG_BIN/pg_config" --pkglibdir)/pgxs/src/test/isolation/pg_isolation_regress
 SHMEM_SPECS=$(cd test/isolation/specs && ls shmem_*.spec | sed 's/\.spec$//')
 ISOLATION_SPECS=$(cd test/isolation/specs && ls *.spec | grep -v '^shmem_' | sed 's/\.spec$//')
-REGRESS_TESTS=$(cd sql && ls *.sql | grep -v -e '^ratelimit--' -e '^shmem\.sql$' | sed 's/\.sql$//' | tr '\n' ' ')
+REGRESS_TESTS="setup $(cd sql && ls *.sql | grep -v -e '^ratelimit--' -e '^shmem\.sql$' -e '^setup\.sql$' | sed 's/\.sql$//' | tr '\n' ' ')"
 PGTAP_FILES=$(ls test/pgtap/*.sql | grep -v '/shmem\.sql$')
 
 echo "---- shmem store (once, on the fresh cluster)"
 run_regress_like "pg_regress (shmem)" "$RESULTS/regress-shmem.log" \
-	make -s installcheck PG_CONFIG="$RL_PG_BIN/pg_config" REGRESS=shmem
+	make -s installcheck PG_CONFIG="$RL_PG_BIN/pg_config" REGRESS="setup shmem"
 # shellcheck disable=SC2086
 run_regress_like "isolation (shmem)" "$RESULTS/isolation-shmem.log" \
 	"$PG_ISOLATION_REGRESS" --inputdir=test/isolation --outputdir="$RESULTS/isolation-shmem" \

@@ -16,15 +16,6 @@ SET timezone = 'UTC';
 SET datestyle = 'ISO, YMD';
 SET intervalstyle = 'postgres';
 SET ratelimit.now_override = '2026-01-01 00:00:00+00';
-CREATE FUNCTION pg_temp.try(sql text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-    result text;
-BEGIN
-    EXECUTE sql INTO result;
-    RETURN 'ok: ' || result;
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
 CREATE FUNCTION pg_temp.zone_id(zone text) RETURNS int LANGUAGE sql AS $$
     SELECT zone_id FROM ratelimit.zone z WHERE z.zone = $1
 $$;
@@ -65,11 +56,11 @@ SELECT rl_zone_set('cr_odd', 'token_bucket', 7, '1 minute', burst => 20, refill 
 SELECT rl_zone_set('cr_inline', 'token_bucket', 10, '1 minute');
 SELECT zone, algorithm, rate, period, capacity, burst, store, history, refill, refill_tick
 FROM rl_zones WHERE zone LIKE 'cr\_%' ORDER BY zone;
-SELECT pg_temp.try($$SELECT rl_zone_set('cr_bad', 'gcra', 10, '1 minute', refill => 'cron')$$);
-SELECT pg_temp.try($$SELECT rl_zone_set('cr_bad', 'fixed_window', 10, '1 minute', refill => 'cron')$$);
-SELECT pg_temp.try($$SELECT rl_zone_set('cr_bad', 'token_bucket', 10, '1 minute', store => 'shmem', refill => 'cron')$$);
-SELECT pg_temp.try($$SELECT rl_zone_set('cr_bad', 'token_bucket', 10, '1 minute', refill => 'Cron')$$);
-SELECT pg_temp.try($$SELECT rl_zone_set('cr_bad', 'token_bucket', 10, '1 minute', refill => NULL)$$);
+SELECT regress.try($$SELECT rl_zone_set('cr_bad', 'gcra', 10, '1 minute', refill => 'cron')$$);
+SELECT regress.try($$SELECT rl_zone_set('cr_bad', 'fixed_window', 10, '1 minute', refill => 'cron')$$);
+SELECT regress.try($$SELECT rl_zone_set('cr_bad', 'token_bucket', 10, '1 minute', store => 'shmem', refill => 'cron')$$);
+SELECT regress.try($$SELECT rl_zone_set('cr_bad', 'token_bucket', 10, '1 minute', refill => 'Cron')$$);
+SELECT regress.try($$SELECT rl_zone_set('cr_bad', 'token_bucket', 10, '1 minute', refill => NULL)$$);
 SELECT count(*) AS bad_zones FROM ratelimit.zone WHERE zone = 'cr_bad';
 
 -------------------------------------------------------------------------
@@ -103,13 +94,13 @@ SELECT count(*) AS rows_of_peeked_key FROM ratelimit.state WHERE key = 'never';
 -- rounded up = 8.571429 s.
 SELECT * FROM rl_limit('cr_odd', 'once');
 -- Errors of calls: a cost above capacity, the sliding-window entry point.
-SELECT pg_temp.try($$SELECT rl_limit('cr_a', 'k', 11)$$);
-SELECT pg_temp.try($$SELECT rl_sliding_window('cr_a', 'k')$$);
+SELECT regress.try($$SELECT rl_limit('cr_a', 'k', 11)$$);
+SELECT regress.try($$SELECT rl_sliding_window('cr_a', 'k')$$);
 -- No job: rl_cron_refill refuses (and so on an inline or a missing zone).
-SELECT pg_temp.try($$SELECT rl_cron_refill('cr_a')$$);
-SELECT pg_temp.try($$SELECT rl_cron_refill('cr_inline')$$);
-SELECT pg_temp.try($$SELECT rl_cron_refill('cr_nope')$$);
-SELECT pg_temp.try($$SELECT rl_cron_refill(NULL)$$);
+SELECT regress.try($$SELECT rl_cron_refill('cr_a')$$);
+SELECT regress.try($$SELECT rl_cron_refill('cr_inline')$$);
+SELECT regress.try($$SELECT rl_cron_refill('cr_nope')$$);
+SELECT regress.try($$SELECT rl_cron_refill(NULL)$$);
 
 -------------------------------------------------------------------------
 -- 3. A job with a 1-second tick: rate 10 * 1 s / 1 minute = 1/6 token a
@@ -146,7 +137,7 @@ SELECT * FROM pg_temp.refills('cr_a', 'k', 1);
 -- 40000000) / 10 us = 44 s.
 SELECT pg_temp.set_tick('cr_a', NULL);
 SELECT * FROM rl_limit('cr_a', 'k', 3);
-SELECT pg_temp.try($$SELECT rl_cron_refill('cr_a')$$);
+SELECT regress.try($$SELECT rl_cron_refill('cr_a')$$);
 SELECT key, tokens, counter, refill_pending FROM pg_temp.state('cr_a');
 
 -------------------------------------------------------------------------
@@ -287,7 +278,7 @@ SELECT pg_temp.zone_id('cr_mode') = :mode_id AS same_zone, refill, refill_tick
 FROM rl_zones WHERE zone = 'cr_mode';
 SELECT key, tokens FROM pg_temp.state('cr_mode');
 -- Refused: another algorithm with refill => 'cron'; nothing changed.
-SELECT pg_temp.try($$SELECT rl_zone_set('cr_mode', 'gcra', 20, '1 minute', refill => 'cron')$$);
+SELECT regress.try($$SELECT rl_zone_set('cr_mode', 'gcra', 20, '1 minute', refill => 'cron')$$);
 SELECT pg_temp.zone_id('cr_mode') = :mode_id AS same_zone, algorithm, refill, refill_tick
 FROM rl_zones WHERE zone = 'cr_mode';
 -- To inline: a new id, the old rows gone, no tick; the key is full.
@@ -303,7 +294,7 @@ SELECT rl_zone_set('cr_mode', 'token_bucket', 20, '1 minute', burst => 10, refil
 SELECT pg_temp.zone_id('cr_mode') NOT IN (:mode_id, :mode_id2) AS new_zone, refill, refill_tick
 FROM rl_zones WHERE zone = 'cr_mode';
 SELECT count(*) AS old_rows FROM ratelimit.state WHERE zone_id IN (:mode_id, :mode_id2);
-SELECT pg_temp.try($$SELECT rl_cron_refill('cr_mode')$$);
+SELECT regress.try($$SELECT rl_cron_refill('cr_mode')$$);
 SELECT * FROM rl_limit('cr_mode', 'k', 0);
 
 -------------------------------------------------------------------------
@@ -341,8 +332,8 @@ ORDER BY ratelimit.period_micros(c.period) / c.rate;
 -- Other version strings: a major alone, two-digit minors; not a version.
 SELECT v, (ratelimit.cron_plan(v, 10, '1 minute')).*
 FROM (VALUES ('1'), ('1.10'), ('10.0'), ('1.5beta')) AS t(v);
-SELECT pg_temp.try($$SELECT ratelimit.cron_plan('abc', 10, '1 minute')$$);
-SELECT pg_temp.try($$SELECT ratelimit.cron_plan('', 10, '1 minute')$$);
+SELECT regress.try($$SELECT ratelimit.cron_plan('abc', 10, '1 minute')$$);
+SELECT regress.try($$SELECT ratelimit.cron_plan('', 10, '1 minute')$$);
 SELECT ratelimit.cron_plan(NULL, 10, '1 minute') IS NULL AS strict;
 
 -------------------------------------------------------------------------

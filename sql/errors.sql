@@ -1,18 +1,9 @@
 -- Bad input: a precise SQLSTATE and message, nothing written.
 SET ratelimit.now_override = '2026-01-01 00:00:00+00';
-CREATE FUNCTION pg_temp.try(sql text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-    result text;
-BEGIN
-    EXECUTE sql INTO result;
-    RETURN 'ok: ' || result;
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
 
 SELECT rl_token_bucket('err', 1, 10, 3);
 
-SELECT sql, pg_temp.try(sql) FROM (VALUES
+SELECT sql, regress.try(sql) FROM (VALUES
     ($$SELECT rl_token_bucket(NULL, 1, 10)$$),
     ($$SELECT rl_token_bucket('err', NULL, 10)$$),
     ($$SELECT rl_token_bucket('err', 1, NULL)$$),

@@ -16,15 +16,6 @@ SET datestyle = 'ISO, YMD';
 SET intervalstyle = 'postgres';
 SET ratelimit.now_override = '2026-01-01 00:00:00+00';
 
-CREATE FUNCTION pg_temp.try(sql text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-    result text;
-BEGIN
-    EXECUTE sql INTO result;
-    RETURN 'ok: ' || result;
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
 -- The keys with state in a zone, with their number of chunk rows.
 CREATE FUNCTION pg_temp.keys_of(zone text) RETURNS text LANGUAGE sql AS $$
     SELECT coalesce(string_agg(key || CASE WHEN parts > 1 THEN '+' || (parts - 1) ELSE '' END,
@@ -197,7 +188,7 @@ FROM dropped d JOIN ratelimit.state s USING (zone_id) GROUP BY d.zone ORDER BY d
 SELECT remaining FROM rl_peek('gc_refill', 'gc:orphan', 0);
 -- rl_gc of one zone leaves orphans alone; a dropped zone has no name.
 SELECT rl_gc('gc_refill');
-SELECT pg_temp.try($$SELECT rl_gc('gc_drop')$$);
+SELECT regress.try($$SELECT rl_gc('gc_drop')$$);
 -- Orphans go whatever they hold (the two token buckets lack a token),
 -- but one written in the future is kept like any row: at 3.98 s the two
 -- buckets written at 0 s go, the sliding window (last admitted at 3.99 s)
@@ -237,14 +228,14 @@ SELECT pg_temp.at('1990-01-31', 7399.999999), rl_gc(NULL, '1 mon');
 SELECT pg_temp.at('1990-01-31', 7400), rl_gc(NULL, '1 mon');
 -- A negative max_window is refused (22023), also when its parts disagree;
 -- '-1 day 25 hours' is one hour.
-SELECT pg_temp.try($$SELECT rl_gc(NULL, '-1 second')$$);
-SELECT pg_temp.try($$SELECT rl_gc(NULL, '1 day -25 hours')$$);
-SELECT pg_temp.try($$SELECT rl_gc(NULL, '-1 day 25 hours')$$);
+SELECT regress.try($$SELECT rl_gc(NULL, '-1 second')$$);
+SELECT regress.try($$SELECT rl_gc(NULL, '1 day -25 hours')$$);
+SELECT regress.try($$SELECT rl_gc(NULL, '-1 day 25 hours')$$);
 -- A max_window longer than anything can be old (here 1,000,000 years, in
 -- microseconds beyond 64 bits) is not negative: nothing is that old, so
 -- nothing is removed.
 SELECT pg_temp.at('1990-01-31', 7400), rl_token_bucket('gc:tb', 1, 10, 5);
-SELECT pg_temp.try($$SELECT rl_gc(NULL, '1000000 years')$$);
+SELECT regress.try($$SELECT rl_gc(NULL, '1000000 years')$$);
 SELECT count(*) AS left FROM ratelimit.state WHERE key LIKE 'gc:%' AND zone_id <= 0;
 
 -------------------------------------------------------------------------
@@ -269,10 +260,10 @@ SELECT remaining FROM rl_limit('gc_tb', 'tx');
 COMMIT;
 -- A read-only transaction: 25006.
 BEGIN READ ONLY;
-SELECT pg_temp.try($$SELECT rl_gc()$$);
+SELECT regress.try($$SELECT rl_gc()$$);
 ROLLBACK;
 -- An unknown zone: 42704.
-SELECT pg_temp.try($$SELECT rl_gc('gc_nosuch')$$);
+SELECT regress.try($$SELECT rl_gc('gc_nosuch')$$);
 -- A shmem zone has no table state: nothing to do.
 SELECT rl_zone_set('gc_shm', 'token_bucket', 1, '1 second', store => 'shmem');
 SELECT allowed FROM rl_limit('gc_shm', 'gc:shm');
@@ -280,8 +271,8 @@ SELECT pg_temp.at('2026-01-02', 0) AS t, rl_gc('gc_shm');
 -- Not executable by PUBLIC: 42501.
 CREATE ROLE rl_gc_nobody;
 SET ROLE rl_gc_nobody;
-SELECT pg_temp.try($$SELECT rl_gc()$$);
-SELECT pg_temp.try($$SELECT rl_gc('gc_tb')$$);
+SELECT regress.try($$SELECT rl_gc()$$);
+SELECT regress.try($$SELECT rl_gc('gc_tb')$$);
 RESET ROLE;
 DROP ROLE rl_gc_nobody;
 

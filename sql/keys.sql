@@ -21,15 +21,6 @@ SET datestyle = 'ISO, YMD';
 SET intervalstyle = 'postgres';
 SET ratelimit.now_override = '2026-01-01 00:00:00+00';
 
-CREATE FUNCTION pg_temp.try(sql text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-    result text;
-BEGIN
-    EXECUTE sql INTO result;
-    RETURN 'ok: ' || result;
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
 -- How a key is shown: long keys by their length.
 CREATE FUNCTION pg_temp.show(key text) RETURNS text LANGUAGE sql AS $$
     SELECT CASE WHEN length($1) > 20 THEN format('<%s bytes>', octet_length($1)) ELSE $1 END
@@ -169,13 +160,13 @@ SELECT count(*) AS rows FROM pg_temp.my_keys WHERE zone = 'keys_shm' AND key = '
 -------------------------------------------------------------------------
 CREATE ROLE rl_keys_reader;
 SET ROLE rl_keys_reader;
-SELECT pg_temp.try($$SELECT count(*) FROM rl_keys$$);
-SELECT pg_temp.try($$SELECT count(*) FROM ratelimit.keys()$$);
-SELECT pg_temp.try($$SELECT count(*) FROM ratelimit.shmem_keys()$$);
+SELECT regress.try($$SELECT count(*) FROM rl_keys$$);
+SELECT regress.try($$SELECT count(*) FROM ratelimit.keys()$$);
+SELECT regress.try($$SELECT count(*) FROM ratelimit.shmem_keys()$$);
 RESET ROLE;
 GRANT SELECT ON rl_keys TO rl_keys_reader;
 SET ROLE rl_keys_reader;
-SELECT pg_temp.try($$SELECT count(*) FROM rl_keys$$);
+SELECT regress.try($$SELECT count(*) FROM rl_keys$$);
 RESET ROLE;
 REVOKE SELECT ON rl_keys FROM rl_keys_reader;
 DROP ROLE rl_keys_reader;

@@ -15,15 +15,6 @@ SET datestyle = 'ISO, YMD';
 SET intervalstyle = 'postgres';
 SET ratelimit.now_override = '2026-01-01 00:00:00+00';
 
-CREATE FUNCTION pg_temp.try(sql text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-    result text;
-BEGIN
-    EXECUTE sql INTO result;
-    RETURN 'ok: ' || result;
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
 
 -- n calls of cost on key 'sh:key' of zone sh_<name> and of its twin.
 CREATE FUNCTION pg_temp.calls(name text, n int, cost int DEFAULT 1)
@@ -199,7 +190,7 @@ SELECT allowed, remaining, retry_after, would_allow FROM rl_limit('sh_tb', 'sh:k
 SELECT rl_zone_set('sh_tb', 'token_bucket', 4, '10 seconds', burst => 3, history => true, shadow => true);
 SELECT allowed, remaining, retry_after, would_allow FROM rl_limit('sh_tb', 'sh:key');
 -- Errors are not shadowed: a cost above the capacity is still 22023.
-SELECT pg_temp.try($$SELECT allowed FROM rl_limit('sh_tb', 'sh:key', 4)$$);
+SELECT regress.try($$SELECT allowed FROM rl_limit('sh_tb', 'sh:key', 4)$$);
 -- Functions outside zones have no shadow mode: would_allow = allowed.
 SELECT allowed, would_allow FROM rl_gcra('sh:gcra', 0, 1, 60);
 SELECT allowed, would_allow, retry_after FROM rl_gcra('sh:gcra', 0, 1, 60);

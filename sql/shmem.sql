@@ -21,15 +21,6 @@ SET timezone = 'UTC';
 SET datestyle = 'ISO, YMD';
 SET intervalstyle = 'postgres';
 SET ratelimit.now_override = '2026-01-01 00:00:00+00';
-CREATE FUNCTION pg_temp.try(sql text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-    result text;
-BEGIN
-    EXECUTE sql INTO result;
-    RETURN 'ok: ' || result;
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
 CREATE FUNCTION pg_temp.zone_id(zone text) RETURNS int LANGUAGE sql AS $$
     SELECT zone_id FROM ratelimit.zone z WHERE z.zone = $1
 $$;
@@ -371,8 +362,8 @@ SELECT rl_zone_set('s_hist', 'token_bucket', 2, '1 minute', store => 'shmem', hi
 SET ratelimit.now_override = '2026-01-01 00:30:00+00';
 BEGIN READ ONLY;
 SELECT * FROM rl_limit('s_tb', 'ro');  -- 19 left, reset 6 s
-SELECT pg_temp.try($$SELECT rl_limit('t_tb', 'ro')$$) AS table_zone,
-       pg_temp.try($$SELECT rl_limit('s_hist', 'ro')$$) AS shmem_zone_with_history;
+SELECT regress.try($$SELECT rl_limit('t_tb', 'ro')$$) AS table_zone,
+       regress.try($$SELECT rl_limit('s_hist', 'ro')$$) AS shmem_zone_with_history;
 -- Peeks (cost 1) work on either store: t_tb's 'ro' is new (the call above
 -- raised and took nothing): 19 left, reset 6 s; s_tb's has 19: 18 left,
 -- reset 12 s; s_hist still has both tokens: 1 left, reset 30 s.
@@ -385,8 +376,8 @@ SET LOCAL ratelimit.default_store = shmem;
 SELECT rl_token_bucket('ro', 1, 10) AS shmem_bucket;  -- 9
 SELECT * FROM rl_gcra('ro', 15, 30, 60);  -- 16, 15 left, reset 2 s
 SET LOCAL ratelimit.default_store = 'table';
-SELECT pg_temp.try($$SELECT rl_token_bucket('ro', 1, 10)$$) AS table_bucket,
-       pg_temp.try($$SELECT (rl_gcra('ro', 15, 30, 60)).allowed$$) AS table_gcra;
+SELECT regress.try($$SELECT rl_token_bucket('ro', 1, 10)$$) AS table_bucket,
+       regress.try($$SELECT (rl_gcra('ro', 15, 30, 60)).allowed$$) AS table_gcra;
 COMMIT;
 -- Outside it, the history zone decides in shared memory and records the
 -- call: 1 left, txn_id is this transaction's.
@@ -400,9 +391,9 @@ SELECT zone, key, cost, allowed FROM ratelimit.history WHERE zone = 's_hist';
 -- (0A000), neither for a new zone nor by altering one; nothing changes.
 -------------------------------------------------------------------------
 SELECT rl_zone_set('t_sw', 'sliding_window', 3, '10 seconds');
-SELECT pg_temp.try($$SELECT rl_zone_set('s_sw', 'sliding_window', 3, '10 seconds', store => 'shmem')$$) AS new_zone,
-       pg_temp.try($$SELECT rl_zone_set('t_sw', 'sliding_window', 3, '10 seconds', store => 'shmem')$$) AS table_to_shmem,
-       pg_temp.try($$SELECT rl_zone_set('s_tb', 'sliding_window', 3, '10 seconds', store => 'shmem')$$) AS shmem_to_sliding;
+SELECT regress.try($$SELECT rl_zone_set('s_sw', 'sliding_window', 3, '10 seconds', store => 'shmem')$$) AS new_zone,
+       regress.try($$SELECT rl_zone_set('t_sw', 'sliding_window', 3, '10 seconds', store => 'shmem')$$) AS table_to_shmem,
+       regress.try($$SELECT rl_zone_set('s_tb', 'sliding_window', 3, '10 seconds', store => 'shmem')$$) AS shmem_to_sliding;
 SELECT zone, algorithm, store FROM rl_zones WHERE zone IN ('s_sw', 't_sw', 's_tb') ORDER BY zone;
 
 -------------------------------------------------------------------------

@@ -5,15 +5,6 @@ SET timezone = 'UTC';
 SET datestyle = 'ISO, YMD';
 SET intervalstyle = 'postgres';
 SET ratelimit.now_override = '2026-01-01 00:00:00+00';
-CREATE FUNCTION pg_temp.try(sql text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-    result text;
-BEGIN
-    EXECUTE sql INTO result;
-    RETURN 'ok: ' || result;
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
 -- The ids of a zone's rows in ratelimit.state.
 CREATE FUNCTION pg_temp.zone_id(zone text) RETURNS int LANGUAGE sql AS $$
     SELECT zone_id FROM ratelimit.zone z WHERE z.zone = $1
@@ -165,7 +156,7 @@ SELECT * FROM rl_sliding_window('z_sw', 'a', 2);
 SELECT * FROM rl_sliding_window('z_sw', 'a', 1);
 -- rl_sliding_window is for sliding_window zones only: 42809 elsewhere,
 -- and nothing is taken.
-SELECT zone, pg_temp.try(format('SELECT rl_sliding_window(%L, %L)', zone, 'sw-wrong'))
+SELECT zone, regress.try(format('SELECT rl_sliding_window(%L, %L)', zone, 'sw-wrong'))
 FROM unnest(ARRAY['z_tb', 'z_gcra', 'z_fw', 'z_swc']) AS zone;
 SELECT count(*) AS rows_of_refused_calls FROM ratelimit.state WHERE key = 'sw-wrong';
 
@@ -396,8 +387,8 @@ SELECT count(*) AS rows_before_drop FROM ratelimit.state WHERE zone_id = :alter_
 SELECT rl_zone_drop('z_alter');
 SELECT count(*) AS rows_after_drop FROM ratelimit.state WHERE zone_id = :alter_id;
 SELECT count(*) AS listed FROM rl_zones WHERE zone = 'z_alter';
-SELECT pg_temp.try($$SELECT rl_limit('z_alter', 'k')$$) AS limit_after_drop,
-       pg_temp.try($$SELECT rl_zone_drop('z_alter')$$) AS drop_again;
+SELECT regress.try($$SELECT rl_limit('z_alter', 'k')$$) AS limit_after_drop,
+       regress.try($$SELECT rl_zone_drop('z_alter')$$) AS drop_again;
 SELECT rl_zone_drop('z_alter', if_exists => true);
 -- Created again: a fresh zone, the old state does not come back.
 SELECT rl_zone_set('z_alter', 'fixed_window', 2, '1 minute');
