@@ -146,6 +146,21 @@ rl_check() {
 	fi
 }
 
+# For the scripts under test/: SQL that creates public.err_of(statement),
+# which runs the statement and returns its SQLSTATE and hint, or "ok" when
+# it raises nothing.
+RL_ERR_OF_SQL="CREATE FUNCTION public.err_of(statement text) RETURNS text LANGUAGE plpgsql AS \$\$
+DECLARE
+    state text;
+    hint text;
+BEGIN
+    EXECUTE statement;
+    RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, hint = PG_EXCEPTION_HINT;
+    RETURN state || coalesce(' ' || nullif(hint, ''), '');
+END \$\$"
+
 # rl_kill_busy_backend DB PATTERN: SIGKILLs the active backend of DB whose
 # query contains PATTERN, once it is known to be calling (READY_SQL, run in
 # DB with PID replaced by the backend's pid, returns t; by default its

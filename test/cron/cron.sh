@@ -43,23 +43,11 @@ CLOCK='2026-01-01 00:00:00+00'
 q() { rl_psql -d "$DB" -tA -c "SET ratelimit.now_override = '$CLOCK'" -c "$1" 2>&1; }
 # qr SQL: one statement on $DB as the run_as role (as pg_cron connects).
 qr() { rl_psql -U "$ROLE" -d "$DB" -tA -c "$1" 2>&1; }
-# The SQLSTATE and hint of a statement ("ok" when it raises nothing).
-ERR_OF="CREATE FUNCTION public.err_of(statement text) RETURNS text LANGUAGE plpgsql AS \$\$
-DECLARE
-    state text;
-    hint text;
-BEGIN
-    EXECUTE statement;
-    RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, hint = PG_EXCEPTION_HINT;
-    RETURN state || coalesce(' ' || nullif(hint, ''), '');
-END \$\$"
 err() { q "SELECT err_of(\$st\$$1\$st\$)"; }		# err SQL: as postgres
 err_r() { qr "SELECT err_of(\$st\$$1\$st\$)"; }	# err_r SQL: as the run_as role
 new_db() {
 	rl_psql -d postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $1" -c "CREATE DATABASE $1" >/dev/null
-	rl_psql -d "$1" -c 'CREATE EXTENSION ratelimit' -c "$ERR_OF" >/dev/null
+	rl_psql -d "$1" -c 'CREATE EXTENSION ratelimit' -c "$RL_ERR_OF_SQL" >/dev/null
 }
 has() { grep -qF -- "$1" <<<"$2" && echo yes || echo no; }	# has TEXT OUTPUT
 # What the refill role was granted in $DB: schema ratelimit usage, SELECT on
@@ -117,7 +105,7 @@ else
 	launcher=$(wait_launcher 15)
 fi
 rl_check "pg_cron's launcher is connected to $CRONDB" "$CRONDB" "$launcher"
-rl_psql -d "$CRONDB" -c 'CREATE EXTENSION ratelimit' -c "$ERR_OF" >/dev/null
+rl_psql -d "$CRONDB" -c 'CREATE EXTENSION ratelimit' -c "$RL_ERR_OF_SQL" >/dev/null
 rl_psql -d postgres -c "CREATE ROLE $ROLE LOGIN" >/dev/null
 q "SELECT rl_zone_set('zf', 'token_bucket', 10, '1 minute', refill => 'cron')" >/dev/null
 

@@ -38,21 +38,9 @@ q() {
 	for s in "$@"; do args+=(-c "SET ${s%%=*} = '${s#*=}'"); done
 	rl_psql -d "$DB" -tA "${args[@]}" -c "$sql" 2>&1
 }
-# The SQLSTATE and hint of a statement ("ok" when it raises nothing).
-ERR_OF="CREATE FUNCTION err_of(statement text) RETURNS text LANGUAGE plpgsql AS \$\$
-DECLARE
-    state text;
-    hint text;
-BEGIN
-    EXECUTE statement;
-    RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, hint = PG_EXCEPTION_HINT;
-    RETURN state || coalesce(' ' || nullif(hint, ''), '');
-END \$\$"
 new_db() {
 	rl_psql -d postgres -c "DROP DATABASE IF EXISTS $1" -c "CREATE DATABASE $1" >/dev/null
-	rl_psql -d "$1" -c 'CREATE EXTENSION ratelimit' -c "$ERR_OF" >/dev/null
+	rl_psql -d "$1" -c 'CREATE EXTENSION ratelimit' -c "$RL_ERR_OF_SQL" >/dev/null
 }
 wait_answering() {
 	for _ in $(seq 1 120); do
@@ -251,7 +239,7 @@ rl_check "(e) shared_preload_libraries is pg_cron alone" pg_cron \
 rl_check "(e) LOAD 'ratelimit' works without preloading" loaded \
 	"$(rl_psql -d postgres -tA -c "LOAD 'ratelimit'" -c "SELECT 'loaded'" 2>&1)"
 rl_psql -d postgres -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" >/dev/null
-created=$(rl_psql -d $DB -tA -c 'CREATE EXTENSION ratelimit' -c "$ERR_OF" -c "SELECT 'created'" 2>&1)
+created=$(rl_psql -d $DB -tA -c 'CREATE EXTENSION ratelimit' -c "$RL_ERR_OF_SQL" -c "SELECT 'created'" 2>&1)
 rl_check "(e) CREATE EXTENSION ratelimit works without preloading" created "$created"
 if [ "$created" != created ]; then
 	echo "not ok - (e) the other 12 checks need the extension: not run"; failed=$((failed + 1))
