@@ -123,7 +123,7 @@ run_pgtap shmem test/pgtap/shmem.sql
 seen=$(PGOPTIONS="-c ratelimit.default_store=shmem" rl_psql -d postgres -tA -c 'SHOW ratelimit.default_store')
 [ "$seen" = shmem ] || rl_die "ratelimit.default_store is '$seen', expected 'shmem'"
 run_tap_script "load (shmem)" "$RESULTS/load-shmem.log" \
-	env PGOPTIONS="-c ratelimit.default_store=shmem" bash test/load/concurrency.sh 2 3
+	env PGOPTIONS="-c ratelimit.default_store=shmem" NEW_KEYS=1 bash test/load/concurrency.sh 2 3
 run_tap_script "fault (shmem)" "$RESULTS/fault-shmem.log" bash test/fault/shmem.sh
 echo "---- faults in the middle of calls (once)"
 run_tap_script "fault (audit)" "$RESULTS/fault-audit.log" bash test/fault/audit.sh

@@ -20,6 +20,19 @@
  * as a new key would) is evicted; if none has, ratelimit.shmem_full_policy
  * decides.
  *
+ * The sets in use grow with the keys (linear hashing): a store starts with
+ * a few dozen sets and splits one more, in order, whenever a new key finds
+ * its set more than three quarters full, until every set of
+ * ratelimit.shmem_max_keys is in use.  Without this, 10k keys in a store
+ * sized for millions would sit in 10k sets on 10k pages, more than the
+ * CPU's TLB maps, and every call would wait for a page walk: a lookup now
+ * costs the same at any capacity, and the memory of unused sets is never
+ * touched.  A split moves a set's keys under its lock and the new set's;
+ * a call finds its set from the store's shape (how many sets are split),
+ * locks it and checks the shape again, so it never decides on a set its
+ * key has just left.  One LWLock orders splits against the scans that
+ * must see every set once (the keys view, zone changes).
+ *
  * Keys up to RL_SHMEM_INLINE_KEY bytes are stored as they are; longer keys
  * are matched by a 128-bit hash of their bytes.
  *
@@ -142,14 +155,30 @@ typedef struct ZoneCounters
 	pg_atomic_uint64 counts[ZONE_COUNTS];
 } pg_attribute_aligned(RL_CACHE_LINE) ZoneCounters;
 
+/*
+ * The sets in use: base << level, plus split.  Set s of the first
+ * base << level splits into s and s + (base << level), in order.
+ */
+#define SHAPE(level, split) (((uint64) (level) << 32) | (split))
+#define SHAPE_LEVEL(shape) ((uint32) ((shape) >> 32))
+#define SHAPE_SPLIT(shape) ((uint32) (shape))
+/* a key's set takes up to 16 of its hash's bits to grow: 65536 times base */
+#define RL_SHMEM_MAX_LEVEL 16
+/* a new key in a set holding this many splits the next set */
+#define RL_SHMEM_GROW_AT 24
+
 typedef struct ShmemHeader
 {
-	uint32		nsets;
+	uint32		nsets;			/* allocated: base << max_level */
+	uint32		base;			/* in use at start */
+	uint32		max_level;
+	pg_atomic_uint64 shape;		/* SHAPE(level, split) of the sets in use */
 	ZoneCounters zones[RL_SHMEM_ZONE_SLOTS];
 } ShmemHeader;
 
 static ShmemHeader *shmem = NULL;
 static ShmemSet *shmem_sets = NULL;	/* cache-line aligned */
+static LWLock *grow_lock = NULL;	/* exclusive: a split; shared: a scan of all sets */
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
@@ -160,10 +189,31 @@ static const struct config_enum_entry full_policy_options[] = {
 	{NULL, 0, false}
 };
 
+/*
+ * How the store grows: base sets at start, doubled max_level times.  base
+ * is at least 16 (when the store is that large), so that rounding the sets
+ * of ratelimit.shmem_max_keys up to base << max_level adds at most 1/16.
+ */
+static void
+StoreShape(uint32 *base, uint32 *max_level)
+{
+	uint32		needed = (uint32) ((rl_shmem_max_keys + RL_SHMEM_WAYS - 1) / RL_SHMEM_WAYS);
+	uint32		level = 0;
+
+	while (level < RL_SHMEM_MAX_LEVEL && (needed >> (level + 1)) >= 16)
+		level++;
+	*max_level = level;
+	*base = (needed + (1U << level) - 1) >> level;
+}
+
 static uint32
 SetCount(void)
 {
-	return (uint32) ((rl_shmem_max_keys + RL_SHMEM_WAYS - 1) / RL_SHMEM_WAYS);
+	uint32		base;
+	uint32		max_level;
+
+	StoreShape(&base, &max_level);
+	return base << max_level;
 }
 
 /* The sets, with room to align them to a cache line. */
@@ -275,14 +325,54 @@ FindInSet(const ShmemSet *set, const ShmemKey *key)
 	return -1;
 }
 
-static ShmemSet *
-SetOf(uint32 hash_high)
+static uint32
+ActiveSets(uint64 shape)
 {
-	/*
-	 * The high bits (the low ones are the tag), scaled to [0, nsets) by a
-	 * multiplication rather than a division, which costs ten times more.
-	 */
-	return SetAt((uint32) (((uint64) hash_high * shmem->nsets) >> 32));
+	return (shmem->base << SHAPE_LEVEL(shape)) + SHAPE_SPLIT(shape);
+}
+
+/*
+ * The set of a key whose hash's high half is hash_high, when shape is in
+ * use.  Its top 16 bits pick one of the base sets (scaled by a
+ * multiplication rather than a division, which costs ten times more); its
+ * low 16 bits, level of them, which of the sets that base set has split
+ * into.  The hash's low half is the tag.
+ */
+static uint32
+SetIndexOf(uint32 hash_high, uint64 shape)
+{
+	uint32		level = SHAPE_LEVEL(shape);
+	uint32		base_set = ((hash_high >> 16) * shmem->base) >> 16;
+	uint32		index = base_set + shmem->base * (hash_high & ((1U << level) - 1));
+
+	if (index < SHAPE_SPLIT(shape))
+		index = base_set + shmem->base * (hash_high & ((1U << (level + 1)) - 1));
+	return index;
+}
+
+/*
+ * The key's set, locked.  The shape is read again under the lock: a split
+ * that moved the key elsewhere published its shape before releasing this
+ * set, and a later split of this set must wait for the lock.
+ */
+static ShmemSet *
+LockKeySet(uint32 hash_high)
+{
+	uint64		shape = pg_atomic_read_u64(&shmem->shape);
+
+	for (;;)
+	{
+		uint32		index = SetIndexOf(hash_high, shape);
+		ShmemSet   *set = SetAt(index);
+		uint64		locked_shape;
+
+		SpinLockAcquire(&set->mutex);
+		locked_shape = pg_atomic_read_u64(&shmem->shape);
+		if (locked_shape == shape || SetIndexOf(hash_high, locked_shape) == index)
+			return set;
+		SpinLockRelease(&set->mutex);
+		shape = locked_shape;
+	}
 }
 
 /* ---- per-zone counters ---- */
@@ -503,6 +593,88 @@ ClaimEntry(ShmemSet *set, uint16 tag, TimestampTz now)
 	return -1;
 }
 
+static int
+SetKeys(const ShmemSet *set)
+{
+	int			keys = 0;
+
+	for (int i = 0; i < RL_SHMEM_WAYS; i++)
+		keys += set->tags[i] != 0;
+	return keys;
+}
+
+static void
+InitSet(ShmemSet *set)
+{
+	memset(set, 0, sizeof(*set));
+	SpinLockInit(&set->mutex);
+}
+
+/*
+ * Puts one more set in use: the next set in order gives the new one its
+ * keys whose hash has the next bit set.  false when every set is in use.
+ * The caller holds grow_lock exclusively, or is alone (the postmaster).
+ */
+static bool
+SplitNextSet(void)
+{
+	uint64		shape = pg_atomic_read_u64(&shmem->shape);
+	uint32		level = SHAPE_LEVEL(shape);
+	uint32		split = SHAPE_SPLIT(shape);
+	uint32		width = shmem->base << level;
+	ShmemSet   *from;
+	ShmemSet   *to;
+
+	if (level >= shmem->max_level)
+		return false;
+	from = SetAt(split);
+	to = SetAt(split + width);
+	InitSet(to);				/* out of reach until the shape below is published */
+	SpinLockAcquire(&from->mutex);
+	SpinLockAcquire(&to->mutex);
+	for (int i = 0; i < RL_SHMEM_WAYS; i++)
+	{
+		int			way;
+
+		if (from->tags[i] == 0 || (from->entries[i].hash_high & (1U << level)) == 0)
+			continue;
+		way = FreeWay(to, from->tags[i]);	/* to is empty: there is room */
+		to->entries[way] = from->entries[i];
+		to->tags[way] = from->tags[i];
+		FreeEntry(from, i);
+	}
+	pg_atomic_write_u64(&shmem->shape,
+						split + 1 == width ? SHAPE(level + 1, 0) : SHAPE(level, split + 1));
+	SpinLockRelease(&to->mutex);
+	SpinLockRelease(&from->mutex);
+	return true;
+}
+
+/*
+ * A new key went into a set holding RL_SHMEM_GROW_AT keys: one more set
+ * in use, unless another backend is splitting or scanning (it will be done
+ * by the next such key).  A set that is full waits for the lock instead.
+ */
+static bool
+Grow(bool wait)
+{
+	bool		grown;
+
+	if (wait)
+		LWLockAcquire(grow_lock, LW_EXCLUSIVE);
+	else if (!LWLockConditionalAcquire(grow_lock, LW_EXCLUSIVE))
+		return false;
+	grown = SplitNextSet();
+	LWLockRelease(grow_lock);
+	return grown;
+}
+
+static bool
+StoreFullyGrown(void)
+{
+	return SHAPE_LEVEL(pg_atomic_read_u64(&shmem->shape)) >= shmem->max_level;
+}
+
 /*
  * The set's first line and the key's home entry are fetched from here on,
  * while the caller checks arguments and reads the clock: with 10k keys and
@@ -517,7 +689,8 @@ RlShmemLocate(const RlStateKey *key, RlShmemSlot *slot)
 #ifdef __GNUC__
 	if (shmem != NULL)
 	{
-		ShmemSet   *set = SetOf((uint32) (slot->hash >> 32));
+		ShmemSet   *set = SetAt(SetIndexOf((uint32) (slot->hash >> 32),
+											pg_atomic_read_u64(&shmem->shape)));
 		ShmemEntry *home = &set->entries[HomeWay(TagOf(slot->hash))];
 
 		__builtin_prefetch(set, 1);
@@ -536,14 +709,16 @@ RlShmemUpdate(const RlStateKey *key, const RlShmemSlot *slot, const RlShmemLimit
 	ShmemEntry *found = NULL;
 	RlStateRow	next;
 	RlShmemOutcome outcome = RL_SHMEM_DECIDED;
+	bool		grow = false;
 	int			index;
 
 	RequireShmem();
 	MakeShmemKey(key, slot->hash, &skey);
-	set = SetOf(skey.hash_high);
 
+retry:
+	set = LockKeySet(skey.hash_high);
+	found = NULL;
 	/* decide neither raises nor allocates for the algorithms this store takes. */
-	SpinLockAcquire(&set->mutex);
 	index = FindInSet(set, &skey);
 	if (index >= 0)
 		found = &set->entries[index];
@@ -563,11 +738,21 @@ RlShmemUpdate(const RlStateKey *key, const RlShmemSlot *slot, const RlShmemLimit
 		{
 			FillEntry(&set->entries[claimed], &skey, limit, &next);
 			set->tags[claimed] = skey.tag;
+			grow = SetKeys(set) > RL_SHMEM_GROW_AT;
 		}
 		else
 			outcome = RL_SHMEM_FULL;
 	}
 	SpinLockRelease(&set->mutex);
+	if (outcome == RL_SHMEM_FULL && !StoreFullyGrown())
+	{
+		/* Splits in order until this set's turn, unless room appears first. */
+		(void) Grow(true);
+		outcome = RL_SHMEM_DECIDED;
+		goto retry;
+	}
+	if (grow)
+		(void) Grow(false);
 	if (outcome == RL_SHMEM_FULL)
 		CountEvent(MyDatabaseId, key->zone_id, COUNT_FULL);
 	return outcome;
@@ -608,8 +793,7 @@ RlShmemRemove(const RlStateKey *key)
 
 	RequireShmem();
 	MakeShmemKey(key, KeyHash(key), &skey);
-	set = SetOf(skey.hash_high);
-	SpinLockAcquire(&set->mutex);
+	set = LockKeySet(skey.hash_high);
 	index = FindInSet(set, &skey);
 	if (index >= 0)
 		FreeEntry(set, index);
@@ -625,10 +809,13 @@ static int64
 VisitZoneEntries(int32 zone_id, const RlZoneLimit *relimit)
 {
 	int64		visited = 0;
+	uint32		active;
 
 	if (shmem == NULL)
 		return 0;
-	for (uint32 s = 0; s < shmem->nsets; s++)
+	LWLockAcquire(grow_lock, LW_SHARED);
+	active = ActiveSets(pg_atomic_read_u64(&shmem->shape));
+	for (uint32 s = 0; s < active; s++)
 	{
 		ShmemSet   *set = SetAt(s);
 
@@ -650,8 +837,8 @@ VisitZoneEntries(int32 zone_id, const RlZoneLimit *relimit)
 			visited++;
 		}
 		SpinLockRelease(&set->mutex);
-		CHECK_FOR_INTERRUPTS();
 	}
+	LWLockRelease(grow_lock);
 	return visited;
 }
 
@@ -718,10 +905,15 @@ rl_shmem_keys(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	TimestampTz now = RlNow();
 
+	uint32		active;
+
 	InitMaterializedSRF(fcinfo, 0);
 	if (shmem == NULL)
 		PG_RETURN_VOID();
-	for (uint32 s = 0; s < shmem->nsets; s++)
+	/* No split while scanning: a key moved to a later set would show twice. */
+	LWLockAcquire(grow_lock, LW_SHARED);
+	active = ActiveSets(pg_atomic_read_u64(&shmem->shape));
+	for (uint32 s = 0; s < active; s++)
 	{
 		ShmemSet   *set = SetAt(s);
 		ShmemEntry	copies[RL_SHMEM_WAYS];
@@ -735,8 +927,8 @@ rl_shmem_keys(PG_FUNCTION_ARGS)
 		SpinLockRelease(&set->mutex);
 		for (int i = 0; i < count; i++)
 			PutKeyRow(rsinfo, &copies[i], now);
-		CHECK_FOR_INTERRUPTS();
 	}
+	LWLockRelease(grow_lock);
 	PG_RETURN_VOID();
 }
 
@@ -787,6 +979,7 @@ SaveState(int code, Datum arg)
 
 	ControlFileData *control;
 	bool		crc_ok;
+	uint32		active;
 
 	/* After a crash (or a failed start) the state is not to be trusted. */
 	if (code != 0 || shmem == NULL)
@@ -805,13 +998,13 @@ SaveState(int code, Datum arg)
 	file = AllocateFile(tmp, PG_BINARY_W);
 	if (file == NULL)
 		goto error;
-	for (uint32 s = 0; s < shmem->nsets; s++)
-		for (int i = 0; i < RL_SHMEM_WAYS; i++)
-			if (SetAt(s)->tags[i] != 0)
-				header.count++;
+	/* The postmaster, alone now: no lock. */
+	active = ActiveSets(pg_atomic_read_u64(&shmem->shape));
+	for (uint32 s = 0; s < active; s++)
+		header.count += SetKeys(SetAt(s));
 	if (fwrite(&header, sizeof(header), 1, file) != 1)
 		goto error;
-	for (uint32 s = 0; s < shmem->nsets; s++)
+	for (uint32 s = 0; s < active; s++)
 		for (int i = 0; i < RL_SHMEM_WAYS; i++)
 			if (SetAt(s)->tags[i] != 0 &&
 				fwrite(&SetAt(s)->entries[i], sizeof(ShmemEntry), 1, file) != 1)
@@ -865,13 +1058,19 @@ LoadState(void)
 				break;
 			if (entry.tag == 0)
 				continue;
-			set = SetOf(entry.hash_high);
-			way = FreeWay(set, entry.tag);
+			/* The store grows as it does for new keys (the postmaster is alone). */
+			do
+			{
+				set = SetAt(SetIndexOf(entry.hash_high, pg_atomic_read_u64(&shmem->shape)));
+				way = FreeWay(set, entry.tag);
+			} while (way < 0 && SplitNextSet());
 			if (way >= 0)
 			{
 				set->entries[way] = entry;
 				set->tags[way] = entry.tag;
 				loaded++;
+				if (SetKeys(set) > RL_SHMEM_GROW_AT)
+					(void) SplitNextSet();
 			}
 			else
 				dropped++;		/* a smaller ratelimit.shmem_max_keys than before */
@@ -892,6 +1091,7 @@ ShmemRequest(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 	RequestAddinShmemSpace(add_size(sizeof(ShmemHeader), SetsSize()));
+	RequestNamedLWLockTranche("ratelimit", 1);
 }
 
 static void
@@ -908,13 +1108,16 @@ ShmemStartup(void)
 	shmem = ShmemInitStruct("ratelimit shmem store", sizeof(ShmemHeader), &found);
 	sets = ShmemInitStruct("ratelimit shmem store sets", SetsSize(), &found_sets);
 	shmem_sets = (ShmemSet *) TYPEALIGN(RL_CACHE_LINE, sets);
+	grow_lock = &GetNamedLWLockTranche("ratelimit")[0].lock;
 	if (!found)
 	{
 		memset(shmem, 0, sizeof(ShmemHeader));
-		memset(sets, 0, SetsSize());
-		shmem->nsets = SetCount();
-		for (uint32 s = 0; s < shmem->nsets; s++)
-			SpinLockInit(&SetAt(s)->mutex);
+		StoreShape(&shmem->base, &shmem->max_level);
+		shmem->nsets = shmem->base << shmem->max_level;
+		pg_atomic_init_u64(&shmem->shape, SHAPE(0, 0));
+		/* The others are set up when put in use: their pages stay untouched till then. */
+		for (uint32 s = 0; s < shmem->base; s++)
+			InitSet(SetAt(s));
 		for (int i = 0; i < RL_SHMEM_ZONE_SLOTS; i++)
 		{
 			pg_atomic_init_u64(&shmem->zones[i].tag, 0);

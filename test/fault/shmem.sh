@@ -15,6 +15,10 @@
 #               zone's old limit); with no room, shmem_full_policy allow /
 #               deny / error, counted in rl_counters.full; a dropped zone
 #               frees its entries
+#   shmemgrow   (g) 50000 keys in a store that starts with 806 entries
+#               in use: it grows, each key kept once and found again, also
+#               after a restart that loads them; grown to its end, a store
+#               of 2000 keys keeps all 68 x 31 entries its sets hold
 #   nopreload   (e) without ratelimit in shared_preload_libraries: a shmem
 #               call raises 55000 with a hint, everything else works
 set -uo pipefail
@@ -22,7 +26,7 @@ source "$(dirname "$0")/../../scripts/lib.sh"
 
 cleanup() {
 	local c
-	for c in shmemfault shmemfull nopreload; do
+	for c in shmemfault shmemfull shmemgrow nopreload; do
 		rl_cluster_use "$c"
 		rl_cluster_stop
 	done
@@ -228,6 +232,52 @@ rl_check "(d) all 62 entries were free: 4938 found no room, nothing evicted" "50
 rl_check "(d) the server is healthy" yes "$(wait_answering)"
 rl_check "(d) no backend crashed" no \
 	"$(grep -qE 'terminated by signal|server process .* was terminated' "$RL_CLUSTER_DIR/server.log" && echo yes || echo no)"
+rl_cluster_stop
+
+###########################################################################
+echo "# shmemgrow: the store grows with its keys"
+# ratelimit.shmem_max_keys = 200000: 6452 sets of 31, allocated as 26 << 8
+# (6656); the store starts with 26 in use and splits one more at a time.
+rl_cluster_start shmemgrow "fsync = off" "ratelimit.shmem_max_keys = 200000"
+DB=rl_shmem
+new_db $DB
+q "SELECT rl_zone_set('grow', 'token_bucket', 100, '100000 seconds', store => 'shmem')" >/dev/null
+# grown TAKEN: "rows distinct wrong" over the 50000 keys 'g1' ... of zone
+# grow, each of which should hold 100 - TAKEN - (i % 7) tokens.
+grown() {
+	q "SELECT count(*) || ' ' || count(DISTINCT key) || ' '
+	          || count(*) FILTER (WHERE remaining <> 100 - $1 - substr(key, 2)::int % 7)
+	   FROM rl_keys WHERE zone = 'grow'"
+}
+rl_check "(g) 50000 new keys in a store that starts with 26 sets (806 entries) in use, taking 1 to 7 each" 50000 \
+	"$(q "SELECT count(*) FILTER (WHERE (rl_limit('grow', 'g' || i, 1 + i % 7)).allowed)
+	      FROM generate_series(1, 50000) i")"
+rl_check "(g) rl_keys: each key once, with what it took" "50000 50000 0" "$(grown 1)"
+rl_check "(g) none evicted, none found its set full" "50000 0 0 0" "$(counters grow)"
+rl_check "(g) each key taken from again is found where it was put" 50000 \
+	"$(q "SELECT count(*) FILTER (WHERE (rl_limit('grow', 'g' || i, 1)).allowed)
+	      FROM generate_series(1, 50000) i")"
+rl_check "(g) rl_keys: still each key once, one token less" "50000 50000 0" "$(grown 2)"
+rl_cluster_ctl restart -m fast -w -l "$RL_CLUSTER_DIR/server.log" >/dev/null
+rl_check "(g) restart -m fast: the log says 50000 keys were loaded" 1 \
+	"$(grep -c 'ratelimit: loaded 50000 keys of the shmem store' "$RL_CLUSTER_DIR/server.log")"
+rl_check "(g) the loaded store grew as it loaded: each key once, as it was" "50000 50000 0" "$(grown 2)"
+rl_check "(g) each loaded key is found where the load put it" 50000 \
+	"$(q "SELECT count(*) FILTER (WHERE (rl_limit('grow', 'g' || i, 1)).allowed)
+	      FROM generate_series(1, 50000) i")"
+rl_check "(g) rl_keys after the restart: each key once, one token less" "50000 50000 0" "$(grown 3)"
+# Fully grown, a store holds every set of 31 it was allocated: 2000 keys
+# need 65 sets, allocated as 17 << 2 (68, 2108 entries).  Keys that do not
+# recover, offered until every set is full, are all kept until then.
+rl_cluster_stop
+rl_cluster_start shmemgrow "fsync = off" "ratelimit.shmem_max_keys = 2000"
+new_db $DB
+q "SELECT rl_zone_set('grow', 'token_bucket', 100, '100000 seconds', store => 'shmem')" >/dev/null
+rl_check "(g) shmem_max_keys = 2000, policy deny: 2108 of 20000 keys kept (68 full sets of 31)" "2108 17892" \
+	"$(many "$CLOCK" grow f 20000 ratelimit.shmem_full_policy=deny)"
+rl_check "(g) the others found their set full, none evicted" "2108 17892 0 17892" "$(counters grow)"
+rl_check "(g) rl_keys shows the 2108" 2108 "$(q "SELECT count(DISTINCT key) FROM rl_keys WHERE zone = 'grow'")"
+rl_check "(g) the server is healthy" yes "$(wait_answering)"
 rl_cluster_stop
 
 ###########################################################################

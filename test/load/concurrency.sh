@@ -11,6 +11,10 @@
 # PGOPTIONS="-c ratelimit.default_store=shmem").  The key is new on every
 # run: shmem state outlives the test database, and the bounds need a key
 # that starts full.
+# NEW_KEYS=1: a call in four is on a key never seen before, from the
+# same clients: on the shmem store they make it grow (split sets) under
+# the calls on the hot key, which must keep its bounds; every new key must
+# then be kept exactly once.
 set -uo pipefail
 source "$(dirname "$0")/../../scripts/lib.sh"
 clients=${1:-2}
@@ -32,13 +36,21 @@ BEGIN
     INSERT INTO calls VALUES (started, clock_timestamp(), remaining >= 0);
 END \$\$;
 SELECT rl_token_bucket('$key', $rate, $window, 0);
+CREATE SEQUENCE new_keys;
 SQL
 
-script=$(mktemp)
+script=$(mktemp) new_script=$(mktemp)
 echo "SELECT logged_call();" > "$script"
-"$RL_PG_BIN/pgbench" -n -M prepared -c "$clients" -j "$clients" -T "$seconds" -f "$script" $db >/dev/null 2>&1
+scripts=(-f "$script")
+if [ "${NEW_KEYS:-0}" = 1 ]; then
+	# Capacity 100, refilled at 0.001/s: a new key holds 99 tokens for
+	# the whole test, and has not recovered (it cannot be evicted).
+	echo "SELECT rl_token_bucket('$key-new-' || nextval('new_keys'), 0.001, 100000);" > "$new_script"
+	scripts=(-f "$script@3" -f "$new_script@1")
+fi
+"$RL_PG_BIN/pgbench" -n -M prepared -c "$clients" -j "$clients" -T "$seconds" "${scripts[@]}" $db >/dev/null 2>&1
 status=$?
-rm -f "$script"
+rm -f "$script" "$new_script"
 
 result=$(rl_psql -d $db -tA -F ' ' <<SQL
 WITH agg AS (
@@ -58,6 +70,20 @@ SQL
 # Where the bucket was kept: one row of ratelimit.state, or none in shmem.
 read -r store rows <<<"$(rl_psql -d $db -tA -F ' ' \
 	-c "SELECT current_setting('ratelimit.default_store'), count(*) FROM ratelimit.state WHERE key = '$key'")"
+if [ "${NEW_KEYS:-0}" = 1 ]; then
+	# Each new key once more, now that the store has grown: found where it
+	# was put, or it would be made twice (one of them with 99 tokens).
+	read -r new_calls new_kept new_distinct new_full <<<"$(rl_psql -d $db -tA -F ' ' <<SQL
+DO \$\$ BEGIN
+    PERFORM count(rl_token_bucket('$key-new-' || i, 0.001, 100000))
+    FROM generate_series(1, (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM new_keys)) i;
+END \$\$;
+SELECT (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM new_keys),
+       count(*), count(DISTINCT key), count(*) FILTER (WHERE remaining <> 98)
+FROM rl_keys WHERE key LIKE '$key-new-%';
+SQL
+)"
+fi
 rl_psql -d postgres -c "DROP DATABASE $db" >/dev/null 2>&1
 read -r admitted refused upper lower <<<"$result"
 echo "# $clients clients, ${seconds}s, rate $rate/s, capacity $((rate * window)), $store store: admitted $admitted, refused $refused, bounds [$lower, $upper]"
@@ -70,6 +96,15 @@ else
 fi
 ok=1
 [ "$status" -eq 0 ] || { echo "not ok - pgbench failed ($status)"; ok=0; }
+if [ "${NEW_KEYS:-0}" = 1 ]; then
+	if [ "$new_calls" -gt 0 ] && [ "$new_kept" = "$new_calls" ] && [ "$new_distinct" = "$new_calls" ] \
+		&& [ "$new_full" = 0 ]; then
+		echo "ok - $new_calls new keys, made at the same time, each kept once and found again (98 tokens)"
+	else
+		echo "not ok - $new_calls new keys: $new_kept kept, $new_distinct distinct, $new_full with other than 98 tokens"
+		kept=0
+	fi
+fi
 if [ "$ok" -eq 1 ] && [ "$refused" -gt 0 ] \
 	&& awk -v a="$admitted" -v u="$upper" -v l="$lower" 'BEGIN { exit !(a <= u && a >= l) }'; then
 	echo "ok - admitted within capacity + rate * elapsed, at most one token below"
