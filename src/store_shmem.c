@@ -16,7 +16,8 @@
  * each other from L1 and L2 however small they are.  Calls on keys of different sets
  * never wait for each other, and there is no global lock on the decision
  * path.  Wide sets fill evenly: a set overflows only when the table is
- * nearly full.  When a set is full, an entry that has fully recovered (it decides
+ * nearly full.  When a set is full and the store can still grow (below),
+ * it grows; once fully grown, an entry that has fully recovered (it decides
  * as a new key would) is evicted; if none has, ratelimit.shmem_full_policy
  * decides.
  *
@@ -574,14 +575,28 @@ FreeWay(const ShmemSet *set, uint16 tag)
 	return -1;
 }
 
-/* A free entry of the set, or an idle one evicted for it; -1 when none. */
+static bool
+StoreFullyGrown(void)
+{
+	return SHAPE_LEVEL(pg_atomic_read_u64(&shmem->shape)) >= shmem->max_level;
+}
+
+/*
+ * A free entry of the set; when none is free, and only once the store is
+ * fully grown (*can_grow false), an idle one evicted for it.  -1 when none.
+ * A store that can still grow makes room rather than forget a key.
+ */
 static int
-ClaimEntry(ShmemSet *set, uint16 tag, TimestampTz now)
+ClaimEntry(ShmemSet *set, uint16 tag, TimestampTz now, bool *can_grow)
 {
 	int			free_way = FreeWay(set, tag);
 
+	*can_grow = false;
 	if (free_way >= 0)
 		return free_way;
+	*can_grow = !StoreFullyGrown();
+	if (*can_grow)
+		return -1;
 	for (int i = 0; i < RL_SHMEM_WAYS; i++)
 	{
 		if (EntryIdle(&set->entries[i], now))
@@ -669,12 +684,6 @@ Grow(bool wait)
 	return grown;
 }
 
-static bool
-StoreFullyGrown(void)
-{
-	return SHAPE_LEVEL(pg_atomic_read_u64(&shmem->shape)) >= shmem->max_level;
-}
-
 /*
  * The set's first line and the key's home entry are fetched from here on,
  * while the caller checks arguments and reads the clock: with 10k keys and
@@ -710,6 +719,7 @@ RlShmemUpdate(const RlStateKey *key, const RlShmemSlot *slot, const RlShmemLimit
 	RlStateRow	next;
 	RlShmemOutcome outcome = RL_SHMEM_DECIDED;
 	bool		grow = false;
+	bool		need_room = false;
 	int			index;
 
 	RequireShmem();
@@ -732,7 +742,7 @@ retry:
 	}
 	else if (decide(NULL, &next, arg, NULL) && !peek)
 	{
-		int			claimed = ClaimEntry(set, skey.tag, now);
+		int			claimed = ClaimEntry(set, skey.tag, now, &need_room);
 
 		if (claimed >= 0)
 		{
@@ -740,15 +750,18 @@ retry:
 			set->tags[claimed] = skey.tag;
 			grow = SetKeys(set) > RL_SHMEM_GROW_AT;
 		}
-		else
+		else if (!need_room)
 			outcome = RL_SHMEM_FULL;
 	}
 	SpinLockRelease(&set->mutex);
-	if (outcome == RL_SHMEM_FULL && !StoreFullyGrown())
+	if (need_room)
 	{
-		/* Splits in order until this set's turn, unless room appears first. */
+		/*
+		 * Splits in order until this set's turn, unless room appears first;
+		 * once the store is fully grown, the retry evicts or finds it full.
+		 */
 		(void) Grow(true);
-		outcome = RL_SHMEM_DECIDED;
+		need_room = false;
 		goto retry;
 	}
 	if (grow)

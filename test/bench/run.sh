@@ -345,18 +345,20 @@ fi
 # ------------------------------------------------------------ in-backend --
 
 # shmem: rl_token_bucket with ratelimit.default_store = shmem (set by
-# bench.measure); hashtext and hashtext_k: the SPEC's trivial loop and the
+# bench.measure); shmem_i: the same over the keys i::text, those of the
+# SPEC's loop; hashtext and hashtext_k: the SPEC's trivial loop and the
 # same over the keys as the calls build them, no bucket at all.
-INB_VARIANTS=(direct spi shmem plpgsql upsert hashtext hashtext_k)
+INB_VARIANTS=(direct spi shmem shmem_i plpgsql upsert hashtext hashtext_k)
 ZONE_VARIANTS=()
 SHMEM_ZONE_VARIANTS=()
 [ "$BENCH_ZONES" = 0 ] || ZONE_VARIANTS=("${ZONE_ALGOS[@]}")
 [ "$BENCH_ZONES" = 0 ] || SHMEM_ZONE_VARIANTS=("${SHMEM_ZONE_ALGOS[@]}")
-inb_access() { case $1 in direct|spi) echo "'$1'" ;; shmem) echo "'direct'" ;; *) echo NULL ;; esac; }
-inb_store() { case $1 in shmem) echo "'shmem'" ;; *) echo "'table'" ;; esac; }
+inb_access() { case $1 in direct|spi) echo "'$1'" ;; shmem*) echo "'direct'" ;; *) echo NULL ;; esac; }
+inb_store() { case $1 in shmem*) echo "'shmem'" ;; *) echo "'table'" ;; esac; }
 inb_sql() {
 	case $1 in
 		direct|spi|shmem) echo "SELECT count(rl_token_bucket('k' || i, $RATE, $WINDOW, 1)) FROM generate_series(1, $KEYS) i" ;;
+		shmem_i) echo "SELECT count(rl_token_bucket(i::text, $RATE, $WINDOW, 1)) FROM generate_series(1, $KEYS) i" ;;
 		plpgsql) echo "SELECT count(bench.plpgsql_bucket('k' || i, $RATE, $WINDOW, 1)) FROM generate_series(1, $KEYS) i" ;;
 		upsert) echo "SELECT count(bench.upsert_bucket('k' || i, $RATE, $WINDOW, 1)) FROM generate_series(1, $KEYS) i" ;;
 		hashtext) echo "SELECT count(hashtext(i::text)) FROM generate_series(1, $KEYS) i" ;;
@@ -384,6 +386,9 @@ rl_log "in-backend: $KEYS keys x $(( ${#INB_VARIANTS[@]} + ${#ZONE_VARIANTS[@]} 
 		echo "SELECT $f('hot', $RATE, $WINDOW, 1);"
 		echo "SET ratelimit.default_store = 'table';"
 	done
+	echo "SET ratelimit.default_store = shmem;"
+	echo "SELECT count(rl_token_bucket(i::text, $RATE, $WINDOW, 1)) FROM generate_series(0, $KEYS) i;"
+	echo "SET ratelimit.default_store = 'table';"
 	for a in "${ZONE_VARIANTS[@]}"; do
 		for ((lo = 0; lo <= KEYS; lo += 1000)); do
 			echo "SELECT count(rl_limit('bench_$a', 'k' || i, 1)) FROM generate_series($lo, least($lo + 999, $KEYS)) i;"
@@ -493,7 +498,7 @@ SQL
 # warm-up exactly, and at least the in-backend and hot-key calls of
 # rl_token_bucket (pgbench's come on top).
 zone_calls=$(( (KEYS + 1) + (BENCH_REPS + 1) * KEYS ))
-tb_calls=$(( 2 * (KEYS + 2) + (BENCH_REPS + 1) * 3 * KEYS + (BENCH_HOT_REPS + 1) * 3 * 2 * HOT_CALLS ))
+tb_calls=$(( 2 * (KEYS + 2) + (KEYS + 1) + (BENCH_REPS + 1) * 4 * KEYS + (BENCH_HOT_REPS + 1) * 3 * 2 * HOT_CALLS ))
 bad=$(psql_at -F ' ' <<SQL
 SELECT c.zone, c.allowed - coalesce(b.allowed, 0)
   FROM rl_counters c LEFT JOIN bench.counters_before b USING (zone)
@@ -965,13 +970,14 @@ CREATE TEMP VIEW label(variant, label) AS VALUES
     ('direct', '`rl_token_bucket`, table store, table_access=direct'),
     ('spi', '`rl_token_bucket`, table store, table_access=spi'),
     ('shmem', '`rl_token_bucket`, shmem store'),
+    ('shmem_i', '`rl_token_bucket`, shmem store, keys `i::text`'),
     ('plpgsql', 'PL/pgSQL bucket (UPDATE … RETURNING, then INSERT)'),
     ('upsert', '`INSERT … ON CONFLICT DO UPDATE` bucket'),
     ('hashtext', '`hashtext(i::text)` (no bucket)'),
     ('hashtext_k', '`hashtext(''k'' || …)` (no bucket)');
 CREATE TEMP VIEW ord(variant, n) AS VALUES
     ('select1', 0), ('hashtext', 1), ('hashtext_k', 2), ('direct', 3), ('spi', 4), ('shmem', 5),
-    ('plpgsql', 6), ('upsert', 7);
+    ('shmem_i', 6), ('plpgsql', 7), ('upsert', 8);
 
 CREATE TEMP VIEW inb AS
 SELECT variant,
@@ -996,7 +1002,7 @@ SELECT h.variant, h.s AS hot_s, s.s AS spread_s, h.s / s.s AS ratio
 
 \echo '## 1. In-backend calls/s'
 \echo ''
-SELECT format('`SELECT count(f(''k'' || i, %s, %s, 1)) FROM generate_series(1, %s) i` over keys that already exist (created by a warm-up, on each store), each key once per statement; every call is admitted and writes (no call refused, and the shmem store neither evicted a key nor ran out of room: checked with `rl_counters` over sections 1 to 4). Both stores run the same statement; the store is `ratelimit.default_store` (`table` or `shmem`, set before each statement). The two hashtext loops are the same statement with `hashtext(i::text)` (SPEC §5''s trivial loop) or `hashtext(''k'' || i)` (the keys the calls build) instead of a bucket. Timed inside the server (clock_timestamp() around EXECUTE + COMMIT); median of %s interleaved repetitions (after one unrecorded warm-up round). The ratio columns are the row''s calls/s over the named variant''s (PL/pgSQL and upsert: buckets only).',
+SELECT format('`SELECT count(f(''k'' || i, %s, %s, 1)) FROM generate_series(1, %s) i` over keys that already exist (created by a warm-up, on each store), each key once per statement; every call is admitted and writes (no call refused, and the shmem store neither evicted a key nor ran out of room: checked with `rl_counters` over sections 1 to 4). Both stores run the same statement; the store is `ratelimit.default_store` (`table` or `shmem`, set before each statement). The two hashtext loops are the same statement with `hashtext(i::text)` (SPEC §5''s trivial loop) or `hashtext(''k'' || i)` (the keys the calls build) instead of a bucket. The shmem store also runs the statement over the keys `i::text` (`rl_token_bucket(i::text, …)`, keys created by the warm-up too): the SPEC loop''s own keys, built by the same expression. Timed inside the server (clock_timestamp() around EXECUTE + COMMIT); median of %s interleaved repetitions (after one unrecorded warm-up round). The ratio columns are the row''s calls/s over the named variant''s (PL/pgSQL and upsert: buckets only).',
               1000000, 60, max(calls), max(reps))
   FROM bench.timings, inb WHERE phase = 'inbackend';
 \echo ''
@@ -1343,10 +1349,13 @@ SELECT format('| shmem store: `rl_token_bucket` pgbench ≥ 0.85× `SELECT 1`, %
   FROM pgb b JOIN pgb s ON s.clients = b.clients AND s.variant = 'select1'
  WHERE b.variant = 'shmem' ORDER BY b.clients;
 \echo '| shmem store: `rl_token_bucket` pgbench ≥ a Redis + Lua token bucket at the same client count | measured by `bash test/bench/redis.sh`: see [REDIS.md](REDIS.md) | — |'
-SELECT format('| shmem store: `rl_token_bucket` in-backend ≥ 0.5× a `hashtext(i::text)` loop | %s× (%s µs vs %s µs) | %s |',
+SELECT format('| shmem store: `rl_token_bucket` in-backend ≥ 0.5× a `hashtext(i::text)` loop (over the same keys: `rl_token_bucket(i::text, …)`) | %s× (%s µs vs %s µs); over the keys `''k'' || i`: %s× the `hashtext(''k'' || i)` loop (%s µs vs %s µs), %s× the `hashtext(i::text)` loop | %s |',
               to_char(h.us / m.us, 'FM990.00'), to_char(m.us, 'FM990.00'), to_char(h.us, 'FM990.00'),
+              to_char(hk.us / mk.us, 'FM990.00'), to_char(mk.us, 'FM990.00'), to_char(hk.us, 'FM990.00'),
+              to_char(h.us / mk.us, 'FM990.00'),
               CASE WHEN h.us / m.us >= 0.5 THEN 'met' ELSE '**MISSED**' END)
-  FROM inb m, inb h WHERE m.variant = 'shmem' AND h.variant = 'hashtext';
+  FROM inb m, inb h, inb mk, inb hk
+ WHERE m.variant = 'shmem_i' AND h.variant = 'hashtext' AND mk.variant = 'shmem' AND hk.variant = 'hashtext_k';
 SELECT format('| 100k calls on one key ≤ 3× 100k calls over 10k keys, %s | %s× (%s s vs %s s) | %s |',
               CASE h.variant WHEN 'shmem' THEN 'shmem store' ELSE 'table_access=' || h.variant END,
               to_char(h.ratio, 'FM990.00'), to_char(h.hot_s, 'FM990.000'), to_char(h.spread_s, 'FM990.000'),

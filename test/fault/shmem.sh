@@ -277,6 +277,19 @@ rl_check "(g) shmem_max_keys = 2000, policy deny: 2108 of 20000 keys kept (68 fu
 	"$(many "$CLOCK" grow f 20000 ratelimit.shmem_full_policy=deny)"
 rl_check "(g) the others found their set full, none evicted" "2108 17892 0 17892" "$(counters grow)"
 rl_check "(g) rl_keys shows the 2108" 2108 "$(q "SELECT count(DISTINCT key) FROM rl_keys WHERE zone = 'grow'")"
+# Keys that have recovered could be evicted for new ones: a store that can
+# still grow makes room instead.  20000 keys that recover within a
+# microsecond, then 20000 more a second later (none of the first is kept
+# for anything but its place).
+rl_cluster_stop
+rl_cluster_start shmemgrow "fsync = off" "ratelimit.shmem_max_keys = 200000"
+new_db $DB
+q "SELECT rl_zone_set('grow_idle', 'token_bucket', 1000000, '1 second', store => 'shmem')" >/dev/null
+rl_check "(g) 20000 keys that recover at once, then 20000 more a second later" "20000 20000" \
+	"$(q "SELECT count(*) FILTER (WHERE (rl_limit('grow_idle', 'i' || i)).allowed) FROM generate_series(1, 20000) i") $(
+	   CLOCK='2026-01-01 00:00:01+00' q "SELECT count(*) FILTER (WHERE (rl_limit('grow_idle', 'j' || i)).allowed) FROM generate_series(1, 20000) i")"
+rl_check "(g) the store grew for them: nothing evicted, all 40000 kept" "40000 0 0 0 40000" \
+	"$(counters grow_idle) $(q "SELECT count(*) FROM rl_keys WHERE zone = 'grow_idle'")"
 rl_check "(g) the server is healthy" yes "$(wait_answering)"
 rl_cluster_stop
 

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# What ratelimit.shmem_max_keys costs a call: the shmem store's
+# rl_token_bucket over the same 10k keys in stores of several sizes.
+#
+#   bash test/bench/capacity.sh
+#
+# Starts one throwaway cluster per size (.cluster/capacity_<keys>), all at
+# once, each holding the same 50k keys (rl_token_bucket on the shmem store:
+# 'k' || i, 'a' || i, 'b' || i, 'c' || i and i::text for i in 0 .. 10000),
+# then times, in rounds that visit every cluster in turn,
+#   SELECT count(rl_token_bucket(i::text, 1000000, 60, 1)) FROM generate_series(1, 10000) i
+# against SPEC §5's loop SELECT count(hashtext(i::text)) ... in the same
+# session.  Every call is admitted (checked).  Also reports the shared memory
+# each store asked for (pg_shmem_allocations) and how much of the machine's
+# shared memory the 50k keys made resident (Shmem of /proc/meminfo before
+# and after each cluster's keys were created, one cluster at a time).
+# Writes test/bench/CAPACITY.md.  Measures the installed extension as it
+# is: builds nothing.
+#
+# Environment:
+#   CAPACITY_SIZES   shmem_max_keys of the clusters (default
+#                    "100000 500000 2000000 10000000")
+#   CAPACITY_ROUNDS  rounds (default 8); each times both statements 3 times
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=../../scripts/lib.sh disable=SC1091
+. "$HERE/../../scripts/lib.sh"
+
+CAPACITY_SIZES=${CAPACITY_SIZES:-"100000 500000 2000000 10000000"}
+CAPACITY_ROUNDS=${CAPACITY_ROUNDS:-8}
+read -r -a SIZES <<<"$CAPACITY_SIZES"
+[ ${#SIZES[@]} -gt 0 ] || rl_die "CAPACITY_SIZES is empty"
+for s in "${SIZES[@]}"; do
+	[[ $s =~ ^[1-9][0-9]*$ ]] || rl_die "CAPACITY_SIZES must be positive integers (got '$CAPACITY_SIZES')"
+done
+[[ $CAPACITY_ROUNDS =~ ^[1-9][0-9]*$ ]] || rl_die "CAPACITY_ROUNDS must be a positive integer"
+COMMAND="bash test/bench/capacity.sh"
+for v in CAPACITY_SIZES CAPACITY_ROUNDS; do
+	if printenv "$v" >/dev/null; then COMMAND="$v='${!v}' $COMMAND"; fi
+done
+
+OUT=$HERE/out/capacity
+rm -rf "$OUT"; mkdir -p "$OUT"
+declare -A PORT
+
+stop_all() {
+	local s
+	for s in "${SIZES[@]}"; do
+		rl_cluster_use "capacity_$s"
+		rl_cluster_stop
+	done
+}
+trap stop_all EXIT
+
+shmem_kb() { awk '$1 == "Shmem:" { print $2 }' /proc/meminfo; }
+psql_on() { local size=$1; shift; PGPORT=${PORT[$size]} rl_psql -d postgres -tA "$@"; }
+
+for s in "${SIZES[@]}"; do
+	rl_cluster_start "capacity_$s" "ratelimit.shmem_max_keys = $s"
+	PORT[$s]=$PGPORT
+done
+
+{
+	echo "size|allocated_bytes|resident_kb|admitted"
+	for s in "${SIZES[@]}"; do
+		psql_on "$s" -c "CREATE EXTENSION ratelimit" >/dev/null
+		before=$(shmem_kb)
+		admitted=$(psql_on "$s" -c "SET ratelimit.default_store = shmem" -c "
+			SELECT count(*) FILTER (WHERE rl_token_bucket(p || i, 1000000, 60, 1) >= 0)
+			  FROM unnest(ARRAY['k', 'a', 'b', 'c', '']) p, generate_series(0, 10000) i" | tail -1)
+		after=$(shmem_kb)
+		alloc=$(psql_on "$s" -c "SELECT sum(size) FROM pg_shmem_allocations WHERE name LIKE 'ratelimit%'")
+		echo "$s|$alloc|$((after - before))|$admitted"
+	done
+} >"$OUT/memory.txt"
+
+MEASURE="SET client_min_messages = warning;
+SET ratelimit.default_store = shmem;
+CREATE TEMP TABLE t (variant text, us float8, admitted bigint);
+CREATE FUNCTION pg_temp.m(variant text, q text) RETURNS void LANGUAGE plpgsql AS \$\$
+DECLARE t0 timestamptz; n bigint;
+BEGIN
+    t0 := clock_timestamp();
+    EXECUTE q INTO n;
+    INSERT INTO t VALUES (variant, extract(epoch FROM clock_timestamp() - t0) * 1e6 / 10000, n);
+END \$\$;
+DO \$\$ BEGIN FOR r IN 1..3 LOOP
+    PERFORM pg_temp.m('hashtext', 'SELECT count(hashtext(i::text)) FROM generate_series(1, 10000) i');
+    PERFORM pg_temp.m('bucket', 'SELECT count(*) FILTER (WHERE rl_token_bucket(i::text, 1000000, 60, 1) >= 0) FROM generate_series(1, 10000) i');
+END LOOP; END \$\$;
+SELECT variant, us, admitted FROM t;"
+: >"$OUT/timings.txt"
+for ((round = 1; round <= CAPACITY_ROUNDS; round++)); do
+	for s in "${SIZES[@]}"; do
+		psql_on "$s" -F '|' -c "$MEASURE" | sed "s/^/$s|/" >>"$OUT/timings.txt"
+	done
+done
+
+python3 - "$OUT/memory.txt" "$OUT/timings.txt" "$COMMAND" "$CAPACITY_ROUNDS" >"$HERE/CAPACITY.md" <<'PY'
+import collections, statistics, sys, datetime, os
+memory_file, timings_file, command, rounds = sys.argv[1:]
+memory = {}
+for line in open(memory_file).read().split('\n')[1:]:
+    if line:
+        size, alloc, resident, admitted = line.split('|')
+        memory[int(size)] = (int(alloc), int(resident), int(admitted))
+times = collections.defaultdict(list)
+for line in open(timings_file):
+    size, variant, us, admitted = line.strip().split('|')
+    if variant == 'bucket' and int(admitted) != 10000:
+        sys.exit(f'capacity {size}: {admitted} of 10000 calls admitted')
+    times[(int(size), variant)].append(float(us))
+for size, (alloc, resident, admitted) in memory.items():
+    if admitted != 50005:
+        sys.exit(f'capacity {size}: {admitted} of 50005 warm-up calls admitted')
+print('# What ratelimit.shmem_max_keys costs a call')
+print()
+print(f'- date: {datetime.datetime.utcnow():%Y-%m-%d %H:%M:%S} UTC; machine: {os.cpu_count()} CPUs')
+print(f'- command: `{command}`')
+print()
+print('One throwaway cluster per `ratelimit.shmem_max_keys`, all running at once, each holding the same 50,005 keys on the shmem store (`rl_token_bucket` over `\'k\' || i`, `\'a\' || i`, `\'b\' || i`, `\'c\' || i` and `i::text`, i = 0 … 10000). '
+      f'Timed inside the server: `SELECT count(*) FILTER (WHERE rl_token_bucket(i::text, 1000000, 60, 1) >= 0) FROM generate_series(1, 10000) i` (every call admitted, checked) against SPEC §5\'s loop `SELECT count(hashtext(i::text)) FROM generate_series(1, 10000) i` in the same session; {rounds} rounds visiting the clusters in turn, 3 of each statement per visit; medians. '
+      '*Resident*: how much `Shmem` in `/proc/meminfo` grew while the cluster\'s 50,005 keys were created (clusters one after another, before any timing): the shared memory those keys made resident, out of what the store asked for at start.')
+print()
+print('| shmem_max_keys | asked for at start, MB | made resident by 50k keys, MB | `rl_token_bucket` µs/call | `hashtext(i::text)` µs/call | ratio |')
+print('| ---: | ---: | ---: | ---: | ---: | ---: |')
+for size in sorted(memory):
+    alloc, resident, _ = memory[size]
+    bucket = statistics.median(times[(size, 'bucket')])
+    loop = statistics.median(times[(size, 'hashtext')])
+    print(f'| {size} | {alloc / 1e6:.1f} | {resident / 1024:.1f} | {bucket:.3f} | {loop:.3f} | {loop / bucket:.2f} |')
+PY
+cat "$HERE/CAPACITY.md"
