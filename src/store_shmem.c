@@ -15,20 +15,19 @@
  * the same few sets of the CPU caches, and 10k keys would keep evicting
  * each other from L1 and L2 however small they are.  Calls on keys of different sets
  * never wait for each other, and there is no global lock on the decision
- * path.  Wide sets fill evenly: a set overflows only when the table is
- * nearly full.  When a set is full and the store can still grow (below),
- * it grows; once fully grown, an entry that has fully recovered (it decides
+ * path.  When a set is full and the store can still grow (below), it
+ * grows; once fully grown, an entry that has fully recovered (it decides
  * as a new key would) is evicted; if none has, ratelimit.shmem_full_policy
  * decides.
  *
  * The sets in use grow with the keys (linear hashing): a store starts with
  * a few dozen sets and splits one more, in order, whenever a new key finds
- * its set more than three quarters full, until every set of
- * ratelimit.shmem_max_keys is in use.  Without this, 10k keys in a store
- * sized for millions would sit in 10k sets on 10k pages, more than the
- * CPU's TLB maps, and every call would wait for a page walk: a lookup now
- * costs the same at any capacity, and the memory of unused sets is never
- * touched.  A split moves a set's keys under its lock and the new set's;
+ * its set more than three quarters full (or full: then as many as it takes
+ * to split that set), until every set of ratelimit.shmem_max_keys is in
+ * use.  Without this, 10k keys in a store sized for millions would sit in
+ * 10k sets on 10k pages, more than the CPU's TLB maps, and every call
+ * would wait for a page walk: a lookup costs about the same at any
+ * capacity, and the memory of unused sets is never touched.  A split moves a set's keys under its lock and the new set's;
  * a call finds its set from the store's shape (how many sets are split),
  * locks it and checks the shape again, so it never decides on a set its
  * key has just left.  One LWLock orders splits against the scans that
@@ -1167,8 +1166,8 @@ RlShmemInit(void)
 
 	DefineCustomIntVariable("ratelimit.shmem_max_keys",
 							"Number of keys the shmem store holds.",
-							"Needs ratelimit in shared_preload_libraries; each key takes "
-							"132 bytes of shared memory.",
+							"Needs ratelimit in shared_preload_libraries; each key takes about "
+							"131 bytes of shared memory, touched as keys arrive.",
 							&rl_shmem_max_keys,
 							100000, RL_SHMEM_WAYS, 100000000,
 							PGC_POSTMASTER, 0, NULL, NULL, NULL);

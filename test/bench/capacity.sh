@@ -12,15 +12,16 @@
 # against SPEC §5's loop SELECT count(hashtext(i::text)) ... in the same
 # session.  Every call is admitted (checked).  Also reports the shared memory
 # each store asked for (pg_shmem_allocations) and how much of the machine's
-# shared memory the 50k keys made resident (Shmem of /proc/meminfo before
-# and after each cluster's keys were created, one cluster at a time).
+# shared memory the cluster made resident (Shmem of /proc/meminfo before
+# the cluster started and after its keys were created, one cluster at a
+# time: the whole cluster's, shared_buffers and all).
 # Writes test/bench/CAPACITY.md.  Measures the installed extension as it
 # is: builds nothing.
 #
 # Environment:
 #   CAPACITY_SIZES   shmem_max_keys of the clusters (default
 #                    "100000 500000 2000000 10000000")
-#   CAPACITY_ROUNDS  rounds (default 8); each times both statements 3 times
+#   CAPACITY_ROUNDS  rounds (default 20); each times both statements 3 times
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -28,7 +29,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$HERE/../../scripts/lib.sh"
 
 CAPACITY_SIZES=${CAPACITY_SIZES:-"100000 500000 2000000 10000000"}
-CAPACITY_ROUNDS=${CAPACITY_ROUNDS:-8}
+CAPACITY_ROUNDS=${CAPACITY_ROUNDS:-20}
 read -r -a SIZES <<<"$CAPACITY_SIZES"
 [ ${#SIZES[@]} -gt 0 ] || rl_die "CAPACITY_SIZES is empty"
 for s in "${SIZES[@]}"; do
@@ -56,16 +57,15 @@ trap stop_all EXIT
 shmem_kb() { awk '$1 == "Shmem:" { print $2 }' /proc/meminfo; }
 psql_on() { local size=$1; shift; PGPORT=${PORT[$size]} rl_psql -d postgres -tA "$@"; }
 
-for s in "${SIZES[@]}"; do
-	rl_cluster_start "capacity_$s" "ratelimit.shmem_max_keys = $s"
-	PORT[$s]=$PGPORT
-done
-
+# One cluster after another: started, then given its keys, between two
+# readings of the machine's resident shared memory.
 {
 	echo "size|allocated_bytes|resident_kb|admitted"
 	for s in "${SIZES[@]}"; do
-		psql_on "$s" -c "CREATE EXTENSION ratelimit" >/dev/null
 		before=$(shmem_kb)
+		rl_cluster_start "capacity_$s" "ratelimit.shmem_max_keys = $s" >&2
+		PORT[$s]=$PGPORT
+		psql_on "$s" -c "CREATE EXTENSION ratelimit" >/dev/null
 		admitted=$(psql_on "$s" -c "SET ratelimit.default_store = shmem" -c "
 			SELECT count(*) FILTER (WHERE rl_token_bucket(p || i, 1000000, 60, 1) >= 0)
 			  FROM unnest(ARRAY['k', 'a', 'b', 'c', '']) p, generate_series(0, 10000) i" | tail -1)
@@ -121,9 +121,9 @@ print(f'- command: `{command}`')
 print()
 print('One throwaway cluster per `ratelimit.shmem_max_keys`, all running at once, each holding the same 50,005 keys on the shmem store (`rl_token_bucket` over `\'k\' || i`, `\'a\' || i`, `\'b\' || i`, `\'c\' || i` and `i::text`, i = 0 … 10000). '
       f'Timed inside the server: `SELECT count(*) FILTER (WHERE rl_token_bucket(i::text, 1000000, 60, 1) >= 0) FROM generate_series(1, 10000) i` (every call admitted, checked) against SPEC §5\'s loop `SELECT count(hashtext(i::text)) FROM generate_series(1, 10000) i` in the same session; {rounds} rounds visiting the clusters in turn, 3 of each statement per visit; medians. '
-      '*Resident*: how much `Shmem` in `/proc/meminfo` grew while the cluster\'s 50,005 keys were created (clusters one after another, before any timing): the shared memory those keys made resident, out of what the store asked for at start.')
+      '*Resident*: how much `Shmem` in `/proc/meminfo` grew from before the cluster started to after its 50,005 keys were created (clusters one after another, before any timing): the shared memory the whole cluster made resident (shared_buffers is the default 128 MB, mostly untouched), against what the store asked for at start.')
 print()
-print('| shmem_max_keys | asked for at start, MB | made resident by 50k keys, MB | `rl_token_bucket` µs/call | `hashtext(i::text)` µs/call | ratio |')
+print('| shmem_max_keys | store asked for at start, MB | cluster resident with 50k keys, MB | `rl_token_bucket` µs/call | `hashtext(i::text)` µs/call | ratio |')
 print('| ---: | ---: | ---: | ---: | ---: | ---: |')
 for size in sorted(memory):
     alloc, resident, _ = memory[size]
