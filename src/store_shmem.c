@@ -22,9 +22,11 @@
  *
  * The sets in use grow with the keys (linear hashing): a store starts with
  * a few dozen sets and splits one more, in order, whenever a new key finds
- * its set more than three quarters full (or full: then as many as it takes
- * to split that set), until every set of ratelimit.shmem_max_keys is in
- * use.  Without this, 10k keys in a store sized for millions would sit in
+ * its set more than three quarters full, until every set of
+ * ratelimit.shmem_max_keys is in use.  A new key whose set is full splits
+ * that set ahead of its turn (a bit per set marks it until the order
+ * reaches it): splitting every set before it in order would be thousands
+ * of splits in one call.  Without this, 10k keys in a store sized for millions would sit in
  * 10k sets on 10k pages, more than the CPU's TLB maps, and every call
  * would wait for a page walk: a lookup costs about the same at any
  * capacity, and the memory of unused sets is never touched.  A split moves a set's keys under its lock and the new set's;
@@ -179,6 +181,8 @@ typedef struct ShmemHeader
 static ShmemHeader *shmem = NULL;
 static ShmemSet *shmem_sets = NULL;	/* cache-line aligned */
 static LWLock *grow_lock = NULL;	/* exclusive: a split; shared: a scan of all sets */
+/* A bit per set of the current round: split ahead of its turn (it was full). */
+static pg_atomic_uint64 *split_early = NULL;
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
@@ -221,6 +225,12 @@ static Size
 SetsSize(void)
 {
 	return add_size(mul_size(SetCount(), sizeof(ShmemSet)), RL_CACHE_LINE);
+}
+
+static Size
+EarlyBitsSize(void)
+{
+	return mul_size((SetCount() + 63) / 64, sizeof(pg_atomic_uint64));
 }
 
 static ShmemSet *
@@ -325,10 +335,27 @@ FindInSet(const ShmemSet *set, const ShmemKey *key)
 	return -1;
 }
 
-static uint32
-ActiveSets(uint64 shape)
+static bool
+SplitEarly(uint32 index)
 {
-	return (shmem->base << SHAPE_LEVEL(shape)) + SHAPE_SPLIT(shape);
+	return (pg_atomic_read_u64(&split_early[index / 64]) >> (index % 64)) & 1;
+}
+
+/* Sets a scan visits, those in use among them (SetInUse). */
+static uint32
+ScanLimit(uint64 shape)
+{
+	return Min(shmem->nsets, 2 * (shmem->base << SHAPE_LEVEL(shape)));
+}
+
+static bool
+SetInUse(uint32 index, uint64 shape)
+{
+	uint32		width = shmem->base << SHAPE_LEVEL(shape);
+
+	if (index < width + SHAPE_SPLIT(shape))
+		return true;
+	return index < 2 * width && SplitEarly(index - width);
 }
 
 /*
@@ -345,33 +372,29 @@ SetIndexOf(uint32 hash_high, uint64 shape)
 	uint32		base_set = ((hash_high >> 16) * shmem->base) >> 16;
 	uint32		index = base_set + shmem->base * (hash_high & ((1U << level) - 1));
 
-	if (index < SHAPE_SPLIT(shape))
+	if (index < SHAPE_SPLIT(shape) || SplitEarly(index))
 		index = base_set + shmem->base * (hash_high & ((1U << (level + 1)) - 1));
 	return index;
 }
 
 /*
- * The key's set, locked.  The shape is read again under the lock: a split
- * that moved the key elsewhere published its shape before releasing this
- * set, and a later split of this set must wait for the lock.
+ * The key's set, locked.  Its place is worked out again under the lock: a
+ * split that moved the key elsewhere published the shape (or the early
+ * bit) that says so before releasing this set, and a later split of this
+ * set must wait for the lock.
  */
 static ShmemSet *
 LockKeySet(uint32 hash_high)
 {
-	uint64		shape = pg_atomic_read_u64(&shmem->shape);
-
 	for (;;)
 	{
-		uint32		index = SetIndexOf(hash_high, shape);
+		uint32		index = SetIndexOf(hash_high, pg_atomic_read_u64(&shmem->shape));
 		ShmemSet   *set = SetAt(index);
-		uint64		locked_shape;
 
 		SpinLockAcquire(&set->mutex);
-		locked_shape = pg_atomic_read_u64(&shmem->shape);
-		if (locked_shape == shape || SetIndexOf(hash_high, locked_shape) == index)
+		if (SetIndexOf(hash_high, pg_atomic_read_u64(&shmem->shape)) == index)
 			return set;
 		SpinLockRelease(&set->mutex);
-		shape = locked_shape;
 	}
 }
 
@@ -625,25 +648,16 @@ InitSet(ShmemSet *set)
 }
 
 /*
- * Puts one more set in use: the next set in order gives the new one its
- * keys whose hash has the next bit set.  false when every set is in use.
- * The caller holds grow_lock exclusively, or is alone (the postmaster).
+ * Moves the keys of set index whose hash has bit level set to the set it
+ * splits into, and publishes the split (publish) before releasing them.
  */
-static bool
-SplitNextSet(void)
+static void
+MoveSplitKeys(uint32 index, uint32 level, void (*publish) (uint32 index, uint32 level))
 {
-	uint64		shape = pg_atomic_read_u64(&shmem->shape);
-	uint32		level = SHAPE_LEVEL(shape);
-	uint32		split = SHAPE_SPLIT(shape);
-	uint32		width = shmem->base << level;
-	ShmemSet   *from;
-	ShmemSet   *to;
+	ShmemSet   *from = SetAt(index);
+	ShmemSet   *to = SetAt(index + (shmem->base << level));
 
-	if (level >= shmem->max_level)
-		return false;
-	from = SetAt(split);
-	to = SetAt(split + width);
-	InitSet(to);				/* out of reach until the shape below is published */
+	InitSet(to);				/* out of reach until the split is published */
 	SpinLockAcquire(&from->mutex);
 	SpinLockAcquire(&to->mutex);
 	for (int i = 0; i < RL_SHMEM_WAYS; i++)
@@ -657,28 +671,96 @@ SplitNextSet(void)
 		to->tags[way] = from->tags[i];
 		FreeEntry(from, i);
 	}
-	pg_atomic_write_u64(&shmem->shape,
-						split + 1 == width ? SHAPE(level + 1, 0) : SHAPE(level, split + 1));
+	publish(index, level);
 	SpinLockRelease(&to->mutex);
 	SpinLockRelease(&from->mutex);
+}
+
+static void
+PublishNextSplit(uint32 index, uint32 level)
+{
+	uint32		width = shmem->base << level;
+
+	pg_atomic_write_u64(&shmem->shape,
+						index + 1 == width ? SHAPE(level + 1, 0) : SHAPE(level, index + 1));
+}
+
+static void
+PublishEarlySplit(uint32 index, uint32 level)
+{
+	pg_atomic_uint64 *word = &split_early[index / 64];
+
+	/* Only the holder of grow_lock writes the bits. */
+	pg_atomic_write_u64(word, pg_atomic_read_u64(word) | (UINT64CONST(1) << (index % 64)));
+}
+
+/*
+ * Puts one more set in use: the next set in order gives the new one its
+ * keys whose hash has the next bit set (a set already split early only
+ * leaves the bits for the order).  false when every set is in use.  The
+ * caller holds grow_lock exclusively, or is alone (the postmaster).
+ */
+static bool
+SplitNextSet(void)
+{
+	uint64		shape = pg_atomic_read_u64(&shmem->shape);
+	uint32		level = SHAPE_LEVEL(shape);
+	uint32		split = SHAPE_SPLIT(shape);
+
+	if (level >= shmem->max_level)
+		return false;
+	if (SplitEarly(split))
+	{
+		/* Its keys moved already: the order takes it over, then the bit goes. */
+		pg_atomic_uint64 *word = &split_early[split / 64];
+
+		PublishNextSplit(split, level);
+		pg_atomic_write_u64(word, pg_atomic_read_u64(word) & ~(UINT64CONST(1) << (split % 64)));
+	}
+	else
+		MoveSplitKeys(split, level, PublishNextSplit);
 	return true;
 }
 
 /*
- * A new key went into a set holding RL_SHMEM_GROW_AT keys: one more set
- * in use, unless another backend is splitting or scanning (it will be done
- * by the next such key).  A set that is full waits for the lock instead.
+ * Makes room for a key whose set is full: splits that set ahead of its
+ * turn, so that a full set costs one split, not a split of every set
+ * before it in order.  A set split already in this round (its half of the
+ * keys is at the next level) waits for the order.  false when every set is
+ * in use.  The caller holds grow_lock exclusively, or is alone.
  */
 static bool
-Grow(bool wait)
+SplitFullSet(uint32 hash_high)
+{
+	uint64		shape = pg_atomic_read_u64(&shmem->shape);
+	uint32		index = SetIndexOf(hash_high, shape);
+	uint32		level = SHAPE_LEVEL(shape);
+
+	if (level < shmem->max_level && index < (shmem->base << level) &&
+		index >= SHAPE_SPLIT(shape) && !SplitEarly(index))
+	{
+		MoveSplitKeys(index, level, PublishEarlySplit);
+		return true;
+	}
+	return SplitNextSet();
+}
+
+/*
+ * A new key went into a set holding RL_SHMEM_GROW_AT keys: one more set in
+ * use, in order, unless another backend is splitting or scanning (it will be
+ * done by the next such key).  A new key whose set is full (hash_high)
+ * waits for the lock and splits that set.
+ */
+static bool
+Grow(bool full, uint32 hash_high)
 {
 	bool		grown;
 
-	if (wait)
+	if (full)
 		LWLockAcquire(grow_lock, LW_EXCLUSIVE);
 	else if (!LWLockConditionalAcquire(grow_lock, LW_EXCLUSIVE))
 		return false;
-	grown = SplitNextSet();
+	grown = full ? SplitFullSet(hash_high) : SplitNextSet();
 	LWLockRelease(grow_lock);
 	return grown;
 }
@@ -759,12 +841,12 @@ retry:
 		 * Splits in order until this set's turn, unless room appears first;
 		 * once the store is fully grown, the retry evicts or finds it full.
 		 */
-		(void) Grow(true);
+		(void) Grow(true, skey.hash_high);
 		need_room = false;
 		goto retry;
 	}
 	if (grow)
-		(void) Grow(false);
+		(void) Grow(false, 0);
 	if (outcome == RL_SHMEM_FULL)
 		CountEvent(MyDatabaseId, key->zone_id, COUNT_FULL);
 	return outcome;
@@ -821,15 +903,18 @@ static int64
 VisitZoneEntries(int32 zone_id, const RlZoneLimit *relimit)
 {
 	int64		visited = 0;
-	uint32		active;
+	uint64		shape;
 
 	if (shmem == NULL)
 		return 0;
 	LWLockAcquire(grow_lock, LW_SHARED);
-	active = ActiveSets(pg_atomic_read_u64(&shmem->shape));
-	for (uint32 s = 0; s < active; s++)
+	shape = pg_atomic_read_u64(&shmem->shape);
+	for (uint32 s = 0; s < ScanLimit(shape); s++)
 	{
 		ShmemSet   *set = SetAt(s);
+
+		if (!SetInUse(s, shape))
+			continue;
 
 		SpinLockAcquire(&set->mutex);
 		for (int i = 0; i < RL_SHMEM_WAYS; i++)
@@ -917,19 +1002,22 @@ rl_shmem_keys(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	TimestampTz now = RlNow();
 
-	uint32		active;
+	uint64		shape;
 
 	InitMaterializedSRF(fcinfo, 0);
 	if (shmem == NULL)
 		PG_RETURN_VOID();
 	/* No split while scanning: a key moved to a later set would show twice. */
 	LWLockAcquire(grow_lock, LW_SHARED);
-	active = ActiveSets(pg_atomic_read_u64(&shmem->shape));
-	for (uint32 s = 0; s < active; s++)
+	shape = pg_atomic_read_u64(&shmem->shape);
+	for (uint32 s = 0; s < ScanLimit(shape); s++)
 	{
 		ShmemSet   *set = SetAt(s);
 		ShmemEntry	copies[RL_SHMEM_WAYS];
 		int			count = 0;
+
+		if (!SetInUse(s, shape))
+			continue;
 
 		/* Copied under the lock, shown after it: no allocation under a spinlock. */
 		SpinLockAcquire(&set->mutex);
@@ -991,7 +1079,7 @@ SaveState(int code, Datum arg)
 
 	ControlFileData *control;
 	bool		crc_ok;
-	uint32		active;
+	uint64		shape;
 
 	/* After a crash (or a failed start) the state is not to be trusted. */
 	if (code != 0 || shmem == NULL)
@@ -1011,13 +1099,14 @@ SaveState(int code, Datum arg)
 	if (file == NULL)
 		goto error;
 	/* The postmaster, alone now: no lock. */
-	active = ActiveSets(pg_atomic_read_u64(&shmem->shape));
-	for (uint32 s = 0; s < active; s++)
-		header.count += SetKeys(SetAt(s));
+	shape = pg_atomic_read_u64(&shmem->shape);
+	for (uint32 s = 0; s < ScanLimit(shape); s++)
+		if (SetInUse(s, shape))
+			header.count += SetKeys(SetAt(s));
 	if (fwrite(&header, sizeof(header), 1, file) != 1)
 		goto error;
-	for (uint32 s = 0; s < active; s++)
-		for (int i = 0; i < RL_SHMEM_WAYS; i++)
+	for (uint32 s = 0; s < ScanLimit(shape); s++)
+		for (int i = 0; i < RL_SHMEM_WAYS && SetInUse(s, shape); i++)
 			if (SetAt(s)->tags[i] != 0 &&
 				fwrite(&SetAt(s)->entries[i], sizeof(ShmemEntry), 1, file) != 1)
 				goto error;
@@ -1075,7 +1164,7 @@ LoadState(void)
 			{
 				set = SetAt(SetIndexOf(entry.hash_high, pg_atomic_read_u64(&shmem->shape)));
 				way = FreeWay(set, entry.tag);
-			} while (way < 0 && SplitNextSet());
+			} while (way < 0 && SplitFullSet(entry.hash_high));
 			if (way >= 0)
 			{
 				set->entries[way] = entry;
@@ -1102,7 +1191,7 @@ ShmemRequest(void)
 {
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
-	RequestAddinShmemSpace(add_size(sizeof(ShmemHeader), SetsSize()));
+	RequestAddinShmemSpace(add_size(add_size(sizeof(ShmemHeader), SetsSize()), EarlyBitsSize()));
 	RequestNamedLWLockTranche("ratelimit", 1);
 }
 
@@ -1119,6 +1208,7 @@ ShmemStartup(void)
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	shmem = ShmemInitStruct("ratelimit shmem store", sizeof(ShmemHeader), &found);
 	sets = ShmemInitStruct("ratelimit shmem store sets", SetsSize(), &found_sets);
+	split_early = ShmemInitStruct("ratelimit shmem store early splits", EarlyBitsSize(), &found_sets);
 	shmem_sets = (ShmemSet *) TYPEALIGN(RL_CACHE_LINE, sets);
 	grow_lock = &GetNamedLWLockTranche("ratelimit")[0].lock;
 	if (!found)
@@ -1127,6 +1217,8 @@ ShmemStartup(void)
 		StoreShape(&shmem->base, &shmem->max_level);
 		shmem->nsets = shmem->base << shmem->max_level;
 		pg_atomic_init_u64(&shmem->shape, SHAPE(0, 0));
+		for (uint32 w = 0; w < (shmem->nsets + 63) / 64; w++)
+			pg_atomic_init_u64(&split_early[w], 0);
 		/* The others are set up when put in use: their pages stay untouched till then. */
 		for (uint32 s = 0; s < shmem->base; s++)
 			InitSet(SetAt(s));

@@ -14,7 +14,8 @@
 # each store asked for (pg_shmem_allocations) and how much of the machine's
 # shared memory the cluster made resident (Shmem of /proc/meminfo before
 # the cluster started and after its keys were created, one cluster at a
-# time: the whole cluster's, shared_buffers and all).
+# time: the whole cluster's, shared_buffers and all), and the slowest calls
+# while 100k more new keys make each store grow.
 # Writes test/bench/CAPACITY.md.  Measures the installed extension as it
 # is: builds nothing.
 #
@@ -97,9 +98,29 @@ for ((round = 1; round <= CAPACITY_ROUNDS; round++)); do
 	done
 done
 
-python3 - "$OUT/memory.txt" "$OUT/timings.txt" "$COMMAND" "$CAPACITY_ROUNDS" >"$HERE/CAPACITY.md" <<'PY'
+# Growth: 100k new keys, one call each, each call timed on its own (in
+# PL/pgSQL: its loop and timing are in every figure), after the timings
+# above.  A store still growing splits sets as they come.
+GROWTH="SET client_min_messages = warning;
+SET ratelimit.default_store = shmem;
+CREATE TEMP TABLE d (us float8);
+DO \$\$ DECLARE t0 timestamptz; BEGIN
+    FOR i IN 1..100000 LOOP
+        t0 := clock_timestamp();
+        PERFORM rl_token_bucket('new' || i, 0.001, 100000);
+        INSERT INTO d VALUES (extract(epoch FROM clock_timestamp() - t0) * 1e6);
+    END LOOP;
+END \$\$;
+SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY us), percentile_cont(0.999) WITHIN GROUP (ORDER BY us),
+       max(us), count(*) FILTER (WHERE us > 100), count(*) FILTER (WHERE us > 1000)
+  FROM d;"
+for s in "${SIZES[@]}"; do
+	echo "$s|$(psql_on "$s" -F '|' -c "$GROWTH")"
+done >"$OUT/growth.txt"
+
+python3 - "$OUT/memory.txt" "$OUT/timings.txt" "$COMMAND" "$CAPACITY_ROUNDS" "$OUT/growth.txt" >"$HERE/CAPACITY.md" <<'PY'
 import collections, statistics, sys, datetime, os
-memory_file, timings_file, command, rounds = sys.argv[1:]
+memory_file, timings_file, command, rounds, growth_file = sys.argv[1:]
 memory = {}
 for line in open(memory_file).read().split('\n')[1:]:
     if line:
@@ -130,5 +151,13 @@ for size in sorted(memory):
     bucket = statistics.median(times[(size, 'bucket')])
     loop = statistics.median(times[(size, 'hashtext')])
     print(f'| {size} | {alloc / 1e6:.1f} | {resident / 1024:.1f} | {bucket:.3f} | {loop:.3f} | {loop / bucket:.2f} |')
+print()
+print('While the store grows: 100,000 new keys on top of those, one `rl_token_bucket` call each (capacity 100, so none recovers), each call timed on its own in a PL/pgSQL loop (the loop, the clock reads and an INSERT of the time are in every figure); a store that is still growing splits sets as the keys come (a store of 100,000 fills up and refuses room to some, under the default policy allow).')
+print()
+print('| shmem_max_keys | median µs | 99.9th percentile µs | slowest µs | calls over 100 µs | calls over 1 ms |')
+print('| ---: | ---: | ---: | ---: | ---: | ---: |')
+for line in open(growth_file):
+    size, p50, p999, worst, over100, over1000 = line.strip().split('|')
+    print(f'| {size} | {float(p50):.1f} | {float(p999):.1f} | {float(worst):.0f} | {over100} | {over1000} |')
 PY
 cat "$HERE/CAPACITY.md"
