@@ -711,11 +711,18 @@ SplitNextSet(void)
 		return false;
 	if (SplitEarly(split))
 	{
-		/* Its keys moved already: the order takes it over, then the bit goes. */
+		/*
+		 * Its keys moved already: the order takes it over, then the bit
+		 * goes, under its lock: a call that sees the bit gone must also see
+		 * the order past it, or it would take this set for its key's.
+		 */
+		ShmemSet   *set = SetAt(split);
 		pg_atomic_uint64 *word = &split_early[split / 64];
 
+		SpinLockAcquire(&set->mutex);
 		PublishNextSplit(split, level);
 		pg_atomic_write_u64(word, pg_atomic_read_u64(word) & ~(UINT64CONST(1) << (split % 64)));
+		SpinLockRelease(&set->mutex);
 	}
 	else
 		MoveSplitKeys(split, level, PublishNextSplit);
