@@ -47,7 +47,7 @@ COMPILE.cxx.bc = $(CLANG) -xc++ -std=c++17 -Wno-ignored-attributes $(BITCODE_CXX
 CORE_SRCS = $(wildcard src/core/*.cpp)
 UNIT_SRCS = $(wildcard test/unit/*.cpp)
 
-test/unit/run_unit_tests: $(CORE_SRCS) $(UNIT_SRCS) $(wildcard src/core/*.h test/unit/*.h)
+test/unit/run_unit_tests: $(CORE_SRCS) $(UNIT_SRCS) $(wildcard src/core/*.h test/unit/*.h test/common/*.h)
 	$(CXX) -std=c++17 -O1 -g -Wall -Wextra -Werror -Isrc -o $@ $(CORE_SRCS) $(UNIT_SRCS) -lgtest -lgtest_main -pthread
 
 unit: test/unit/run_unit_tests

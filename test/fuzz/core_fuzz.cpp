@@ -21,6 +21,7 @@
 //
 // Build and run: test/fuzz/run.sh.
 #include "core/rl_core.h"
+#include "../common/algorithm_name.h"
 
 #include <fuzzer/FuzzedDataProvider.h>
 
@@ -104,26 +105,6 @@ bool Trace()
 			Fail(__FILE__, __LINE__, #cond, g_detail);                          \
 		}                                                                       \
 	} while (0)
-
-const char *AlgorithmName(RlAlgorithm algorithm)
-{
-	switch (algorithm)
-	{
-		case RL_ALGORITHM_TOKEN_BUCKET:
-			return "token_bucket";
-		case RL_ALGORITHM_GCRA:
-			return "gcra";
-		case RL_ALGORITHM_SLIDING_WINDOW:
-			return "sliding_window";
-		case RL_ALGORITHM_SLIDING_WINDOW_COUNTER:
-			return "sliding_window_counter";
-		case RL_ALGORITHM_FIXED_WINDOW:
-			return "fixed_window";
-		case RL_ALGORITHM_CRON_TOKEN_BUCKET:
-			return "cron_token_bucket";
-	}
-	return "?";
-}
 
 #define DFMT "{allowed %d, capacity %" PRId64 ", remaining %" PRId64 ", retry_after %" PRId64 \
 	", reset_after %" PRId64 ", decided_at %" PRId64 ", state_changed %d}"

@@ -6,6 +6,7 @@
 #define ZONE_HARNESS_H
 
 #include "core/rl_core.h"
+#include "../common/algorithm_name.h"
 
 #include <gtest/gtest.h>
 
@@ -29,26 +30,6 @@ constexpr int64_t kT0 = 757382400LL * kSecond;	// an arbitrary instant
 // PostgreSQL's TimestampTz range (4714-11-24 BC .. 294276-12-31 AD).
 constexpr int64_t kPgMinTime = -211813488000000000LL;
 constexpr int64_t kPgMaxTime = 9223371331200000000LL;
-
-inline const char *AlgorithmName(RlAlgorithm algorithm)
-{
-	switch (algorithm)
-	{
-		case RL_ALGORITHM_TOKEN_BUCKET:
-			return "token_bucket";
-		case RL_ALGORITHM_GCRA:
-			return "gcra";
-		case RL_ALGORITHM_SLIDING_WINDOW:
-			return "sliding_window";
-		case RL_ALGORITHM_SLIDING_WINDOW_COUNTER:
-			return "sliding_window_counter";
-		case RL_ALGORITHM_FIXED_WINDOW:
-			return "fixed_window";
-		case RL_ALGORITHM_CRON_TOKEN_BUCKET:
-			return "token_bucket (cron refill)";
-	}
-	return "?";
-}
 
 inline RlZoneLimit MakeLimit(RlAlgorithm algorithm, int64_t rate, int64_t period_us,
 							 int64_t burst = -1)
