@@ -14,6 +14,29 @@ rl_as_root() {
 	if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
 }
 
+# rl_require_positive_ints VAR...: each variable holds a positive integer,
+# or a space-separated list of them; dies naming the first that does not.
+rl_require_positive_ints() {
+	local v word
+	for v in "$@"; do
+		[ -n "${!v// /}" ] || rl_die "$v is empty"
+		for word in ${!v}; do
+			[[ $word =~ ^[1-9][0-9]*$ ]] || rl_die "$v must be a positive integer or a list of them (got '${!v}')"
+		done
+	done
+}
+
+# rl_command_with_env COMMAND VAR...: COMMAND after the VARs the environment
+# sets (VAR='value' ...): how a benchmark report names the run.
+rl_command_with_env() {
+	local command=$1 v
+	shift
+	for v in "$@"; do
+		if printenv "$v" >/dev/null; then command="$v='${!v}' $command"; fi
+	done
+	echo "$command"
+}
+
 RL_PACKAGES=(
 	make gcc g++ clang-14 llvm-14 libclang-rt-14-dev
 	postgresql-$RL_PG_VERSION postgresql-server-dev-$RL_PG_VERSION

@@ -31,16 +31,9 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 CAPACITY_SIZES=${CAPACITY_SIZES:-"100000 500000 2000000 10000000"}
 CAPACITY_ROUNDS=${CAPACITY_ROUNDS:-20}
+rl_require_positive_ints CAPACITY_SIZES CAPACITY_ROUNDS
 read -r -a SIZES <<<"$CAPACITY_SIZES"
-[ ${#SIZES[@]} -gt 0 ] || rl_die "CAPACITY_SIZES is empty"
-for s in "${SIZES[@]}"; do
-	[[ $s =~ ^[1-9][0-9]*$ ]] || rl_die "CAPACITY_SIZES must be positive integers (got '$CAPACITY_SIZES')"
-done
-[[ $CAPACITY_ROUNDS =~ ^[1-9][0-9]*$ ]] || rl_die "CAPACITY_ROUNDS must be a positive integer"
-COMMAND="bash test/bench/capacity.sh"
-for v in CAPACITY_SIZES CAPACITY_ROUNDS; do
-	if printenv "$v" >/dev/null; then COMMAND="$v='${!v}' $COMMAND"; fi
-done
+COMMAND=$(rl_command_with_env "bash test/bench/capacity.sh" CAPACITY_SIZES CAPACITY_ROUNDS)
 
 OUT=$HERE/out/capacity
 rm -rf "$OUT"; mkdir -p "$OUT"

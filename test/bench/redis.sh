@@ -37,20 +37,11 @@ REDIS_BENCH_SECONDS=${REDIS_BENCH_SECONDS:-5}
 REDIS_BENCH_ROUNDS=${REDIS_BENCH_ROUNDS:-3}
 REDIS_BENCH_CLIENTS=${REDIS_BENCH_CLIENTS:-"1 2 4"}
 [ $# -eq 0 ] || rl_die "usage: [REDIS_BENCH_SECONDS=5 ...] bash test/bench/redis.sh (no arguments)"
-for v in REDIS_BENCH_SECONDS REDIS_BENCH_ROUNDS; do
-	[[ ${!v} =~ ^[1-9][0-9]*$ ]] || rl_die "$v must be a positive integer (got '${!v}')"
-done
+rl_require_positive_ints REDIS_BENCH_SECONDS REDIS_BENCH_ROUNDS REDIS_BENCH_CLIENTS
 read -r -a CLIENTS <<<"$REDIS_BENCH_CLIENTS"
-[ ${#CLIENTS[@]} -gt 0 ] || rl_die "REDIS_BENCH_CLIENTS is empty"
-for c in "${CLIENTS[@]}"; do
-	[[ $c =~ ^[1-9][0-9]*$ ]] || rl_die "REDIS_BENCH_CLIENTS must be positive integers (got '$REDIS_BENCH_CLIENTS')"
-done
 
 # The exact command, with the settings that change what it measures.
-COMMAND="bash test/bench/redis.sh"
-for v in REDIS_BENCH_CLIENTS REDIS_BENCH_ROUNDS REDIS_BENCH_SECONDS; do
-	if printenv "$v" >/dev/null; then COMMAND="$v='${!v}' $COMMAND"; fi
-done
+COMMAND=$(rl_command_with_env "bash test/bench/redis.sh" REDIS_BENCH_CLIENTS REDIS_BENCH_ROUNDS REDIS_BENCH_SECONDS)
 
 KEYS=10000
 # One limit for every variant: LIMIT per PERIOD seconds, capacity LIMIT

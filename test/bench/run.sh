@@ -81,18 +81,14 @@ BENCH_SW_ROWS=${BENCH_SW_ROWS:-2000000}
 BENCH_BUILD=${BENCH_BUILD:-1}
 BENCH_SHMEM_KEYS=${BENCH_SHMEM_KEYS:-500000}
 
-for v in BENCH_SECONDS BENCH_PGBENCH_ROUNDS BENCH_REPS BENCH_HOT_REPS BENCH_SW_ROWS BENCH_SHMEM_KEYS; do
-	[[ ${!v} =~ ^[1-9][0-9]*$ ]] || rl_die "$v must be a positive integer (got '${!v}')"
-done
+rl_require_positive_ints BENCH_SECONDS BENCH_PGBENCH_ROUNDS BENCH_REPS BENCH_HOT_REPS BENCH_SW_ROWS BENCH_SHMEM_KEYS
 [[ $BENCH_ZONES =~ ^[01]$ ]] || rl_die "BENCH_ZONES must be 0 or 1 (got '$BENCH_ZONES')"
 [[ $BENCH_CRON =~ ^[01]$ ]] || rl_die "BENCH_CRON must be 0 or 1 (got '$BENCH_CRON')"
 [[ $BENCH_TRIGGER =~ ^[01]$ ]] || rl_die "BENCH_TRIGGER must be 0 or 1 (got '$BENCH_TRIGGER')"
 
 # The exact command, with the settings that change what it measures.
-COMMAND="bash test/bench/run.sh"
-for v in BENCH_BUILD BENCH_SHMEM_KEYS BENCH_SW_ROWS BENCH_TRIGGER BENCH_CRON BENCH_ZONES BENCH_HOT_REPS BENCH_REPS BENCH_PGBENCH_ROUNDS BENCH_SECONDS; do
-	if printenv "$v" >/dev/null; then COMMAND="$v=${!v} $COMMAND"; fi
-done
+COMMAND=$(rl_command_with_env "bash test/bench/run.sh" BENCH_BUILD BENCH_SHMEM_KEYS BENCH_SW_ROWS \
+	BENCH_TRIGGER BENCH_CRON BENCH_ZONES BENCH_HOT_REPS BENCH_REPS BENCH_PGBENCH_ROUNDS BENCH_SECONDS)
 [ $# -eq 0 ] || rl_die "usage: [BENCH_SECONDS=20 ...] bash test/bench/run.sh (no arguments)"
 
 # pgbench: ROUNDS interleaved runs of -T RUN_SECONDS (at least one second).
