@@ -378,23 +378,26 @@ SetIndexOf(uint32 hash_high, uint64 shape)
 }
 
 /*
- * The key's set, locked.  Its place is worked out again under the lock: a
+ * The key's set, locked, starting from index, the set the key was last
+ * found to belong to.  Its place is worked out again under the lock: a
  * split that moved the key elsewhere published the shape (or the early
  * bit) that says so before releasing this set, and a later split of this
  * set must wait for the lock.
  */
 static ShmemSet *
-LockKeySet(uint32 hash_high)
+LockKeySet(uint32 hash_high, uint32 index)
 {
 	for (;;)
 	{
-		uint32		index = SetIndexOf(hash_high, pg_atomic_read_u64(&shmem->shape));
 		ShmemSet   *set = SetAt(index);
+		uint32		locked_index;
 
 		SpinLockAcquire(&set->mutex);
-		if (SetIndexOf(hash_high, pg_atomic_read_u64(&shmem->shape)) == index)
+		locked_index = SetIndexOf(hash_high, pg_atomic_read_u64(&shmem->shape));
+		if (locked_index == index)
 			return set;
 		SpinLockRelease(&set->mutex);
+		index = locked_index;
 	}
 }
 
@@ -783,18 +786,21 @@ void
 RlShmemLocate(const RlStateKey *key, RlShmemSlot *slot)
 {
 	slot->hash = KeyHash(key);
-#ifdef __GNUC__
+	slot->set_index = 0;
 	if (shmem != NULL)
 	{
-		ShmemSet   *set = SetAt(SetIndexOf((uint32) (slot->hash >> 32),
-											pg_atomic_read_u64(&shmem->shape)));
-		ShmemEntry *home = &set->entries[HomeWay(TagOf(slot->hash))];
+		slot->set_index = SetIndexOf((uint32) (slot->hash >> 32), pg_atomic_read_u64(&shmem->shape));
+#ifdef __GNUC__
+		{
+			ShmemSet   *set = SetAt(slot->set_index);
+			ShmemEntry *home = &set->entries[HomeWay(TagOf(slot->hash))];
 
-		__builtin_prefetch(set, 1);
-		__builtin_prefetch(home, 0);
-		__builtin_prefetch(&home->tokens, 1);
-	}
+			__builtin_prefetch(set, 1);
+			__builtin_prefetch(home, 0);
+			__builtin_prefetch(&home->tokens, 1);
+		}
 #endif
+	}
 }
 
 RlShmemOutcome
@@ -814,7 +820,7 @@ RlShmemUpdate(const RlStateKey *key, const RlShmemSlot *slot, const RlShmemLimit
 	MakeShmemKey(key, slot->hash, &skey);
 
 retry:
-	set = LockKeySet(skey.hash_high);
+	set = LockKeySet(skey.hash_high, slot->set_index);
 	found = NULL;
 	/* decide neither raises nor allocates for the algorithms this store takes. */
 	index = FindInSet(set, &skey);
@@ -894,7 +900,7 @@ RlShmemRemove(const RlStateKey *key)
 
 	RequireShmem();
 	MakeShmemKey(key, KeyHash(key), &skey);
-	set = LockKeySet(skey.hash_high);
+	set = LockKeySet(skey.hash_high, SetIndexOf(skey.hash_high, pg_atomic_read_u64(&shmem->shape)));
 	index = FindInSet(set, &skey);
 	if (index >= 0)
 		FreeEntry(set, index);

@@ -36,6 +36,7 @@ typedef enum RlShmemOutcome
 typedef struct RlShmemSlot
 {
 	uint64		hash;
+	uint32		set_index;		/* the key's set when located (it may move) */
 } RlShmemSlot;
 
 /*
