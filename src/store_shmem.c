@@ -1014,7 +1014,6 @@ rl_shmem_keys(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	TimestampTz now = RlNow();
-
 	uint64		shape;
 
 	InitMaterializedSRF(fcinfo, 0);
@@ -1119,10 +1118,15 @@ SaveState(int code, Datum arg)
 	if (fwrite(&header, sizeof(header), 1, file) != 1)
 		goto error;
 	for (uint32 s = 0; s < ScanLimit(shape); s++)
-		for (int i = 0; i < RL_SHMEM_WAYS && SetInUse(s, shape); i++)
-			if (SetAt(s)->tags[i] != 0 &&
-				fwrite(&SetAt(s)->entries[i], sizeof(ShmemEntry), 1, file) != 1)
+	{
+		ShmemSet   *set = SetAt(s);
+
+		if (!SetInUse(s, shape))
+			continue;
+		for (int i = 0; i < RL_SHMEM_WAYS; i++)
+			if (set->tags[i] != 0 && fwrite(&set->entries[i], sizeof(ShmemEntry), 1, file) != 1)
 				goto error;
+	}
 	if (FreeFile(file) != 0)
 	{
 		file = NULL;
