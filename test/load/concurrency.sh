@@ -89,10 +89,10 @@ read -r admitted refused upper lower <<<"$result"
 echo "# $clients clients, ${seconds}s, rate $rate/s, capacity $((rate * window)), $store store: admitted $admitted, refused $refused, bounds [$lower, $upper]"
 if [ "$rows" = "$([ "$store" = shmem ] && echo 0 || echo 1)" ]; then
 	echo "ok - the bucket was kept in the $store store ($rows row in ratelimit.state)"
-	kept=1
+	other_checks_ok=1
 else
 	echo "not ok - store $store, but $rows rows in ratelimit.state"
-	kept=0
+	other_checks_ok=0
 fi
 ok=1
 [ "$status" -eq 0 ] || { echo "not ok - pgbench failed ($status)"; ok=0; }
@@ -102,13 +102,13 @@ if [ "${NEW_KEYS:-0}" = 1 ]; then
 		echo "ok - $new_calls new keys, made at the same time, each kept once and found again (98 tokens)"
 	else
 		echo "not ok - $new_calls new keys: $new_kept kept, $new_distinct distinct, $new_full with other than 98 tokens"
-		kept=0
+		other_checks_ok=0
 	fi
 fi
 if [ "$ok" -eq 1 ] && [ "$refused" -gt 0 ] \
 	&& awk -v a="$admitted" -v u="$upper" -v l="$lower" 'BEGIN { exit !(a <= u && a >= l) }'; then
 	echo "ok - admitted within capacity + rate * elapsed, at most one token below"
-	[ "$kept" -eq 1 ]
+	[ "$other_checks_ok" -eq 1 ]
 	exit
 fi
 echo "not ok - admitted $admitted outside [$lower, $upper] (refused $refused)"
