@@ -60,10 +60,16 @@ rl_install_packages() {
 		"${missing[@]}" >/dev/null
 }
 
+# Dies when the build or the install fails: a test run must never go on
+# with the library an earlier build left installed.
 rl_build_install() {
 	rl_log "building and installing the extension"
-	make -C "$RL_ROOT" -s PG_CONFIG="$RL_PG_BIN/pg_config" >/dev/null
-	rl_as_root make -C "$RL_ROOT" -s install PG_CONFIG="$RL_PG_BIN/pg_config" >/dev/null
+	make -C "$RL_ROOT" -s PG_CONFIG="$RL_PG_BIN/pg_config" >/dev/null \
+		|| rl_die "the extension did not build"
+	rl_as_root make -C "$RL_ROOT" -s install PG_CONFIG="$RL_PG_BIN/pg_config" >/dev/null \
+		|| rl_die "the extension did not install"
+	cmp -s "$RL_ROOT/ratelimit.so" "$("$RL_PG_BIN/pg_config" --pkglibdir)/ratelimit.so" \
+		|| rl_die "the installed ratelimit.so is not the one just built"
 }
 
 # The OS user that runs clusters: PostgreSQL refuses to run as root.

@@ -17,8 +17,22 @@
  * never wait for each other, and there is no global lock on the decision
  * path.  When a set is full and the store can still grow (below), it
  * grows; once fully grown, an entry that has fully recovered (it decides
- * as a new key would) is evicted; if none has, ratelimit.shmem_full_policy
- * decides.
+ * as a new key would) is evicted, and if none has, the key overflows into
+ * a free way of another set (below).  Only when no set has a free or
+ * recovered way does ratelimit.shmem_full_policy decide.
+ *
+ * Overflow: a fully grown store has a way for every key of
+ * ratelimit.shmem_max_keys, but hashes do not spread keys evenly (a set of
+ * 31 at 100 % average load overflows for a few percent of keys, and keys
+ * can be chosen to collide).  So that any N keys fit, a key whose set is
+ * full borrows a way of another set: that way's tag says FOREIGN, so the
+ * host set's lookups, evictions and scans pass over it, and the key's own
+ * set (its home) keeps a chain of its borrowed ways, reached only when a
+ * key is not found at home.  The home set's lock covers the chain and its
+ * entries; the host's lock covers taking a way.  No call holds two set
+ * locks: a way is reserved under the host's lock alone, then linked under
+ * the home's; a way the home lets go is marked ORPHAN, which the host
+ * takes as free.
  *
  * The sets in use grow with the keys (linear hashing): a store starts with
  * a few dozen sets and splits one more, in order, whenever a new key finds
@@ -74,7 +88,7 @@ PG_FUNCTION_INFO_V1(rl_shmem_keys);
 #define RL_SHMEM_ZONE_SLOTS 1024
 #define RL_SHMEM_FILE "pg_stat/ratelimit_shmem.state"
 #define RL_SHMEM_FILE_MAGIC 0x524C5348	/* "RLSH" */
-#define RL_SHMEM_FILE_VERSION 4
+#define RL_SHMEM_FILE_VERSION 5	/* 5: tags 0xFFFE and 0xFFFF are reserved */
 
 int			rl_shmem_max_keys = 100000;
 int			rl_shmem_full_policy = RL_SHMEM_FULL_ALLOW;
@@ -83,6 +97,17 @@ int			rl_shmem_full_policy = RL_SHMEM_FULL_ALLOW;
 #define RL_SHMEM_KIND_BUCKET 0xFF
 /* ShmemEntry.key_len of a key kept as a 128-bit hash. */
 #define RL_SHMEM_KEY_HASHED 0xFF
+
+/*
+ * ShmemSet.tags: 0 is a free way; these two mark a way lent to a key of
+ * another set (see Overflow above); a key's own tag is anything else.
+ */
+#define RL_TAG_FREE 0
+#define RL_TAG_FOREIGN 0xFFFE
+#define RL_TAG_ORPHAN 0xFFFF	/* given back by its home: free for the host */
+
+/* A way of the whole store, in an overflow chain: set * 32 + way + 1; 0 ends it. */
+typedef uint32 WayRef;
 
 /*
  * One key, in two cache lines: the first holds what a lookup compares, the
@@ -115,7 +140,8 @@ typedef struct ShmemEntry
 			int64		capacity;
 		}			zone;
 	}			limit;
-	int64		unused;
+	WayRef		overflow_next;	/* the next entry of its home's chain, when FOREIGN */
+	uint32		unused;
 } ShmemEntry;
 
 StaticAssertDecl(offsetof(ShmemEntry, tokens) == 64 && sizeof(ShmemEntry) == 128,
@@ -125,7 +151,7 @@ StaticAssertDecl(offsetof(ShmemEntry, tokens) == 64 && sizeof(ShmemEntry) == 128
 typedef struct ShmemSet
 {
 	slock_t		mutex;
-	uint16		tags[RL_SHMEM_WAYS];	/* 16 bits of each entry's hash; 0: free */
+	uint16		tags[RL_SHMEM_WAYS];	/* 16 bits of each entry's hash, or RL_TAG_* */
 	ShmemEntry	entries[RL_SHMEM_WAYS] pg_attribute_aligned(64);
 } ShmemSet;
 
@@ -175,6 +201,9 @@ typedef struct ShmemHeader
 	uint32		base;			/* in use at start */
 	uint32		max_level;
 	pg_atomic_uint64 shape;		/* SHAPE(level, split) of the sets in use */
+	pg_atomic_uint32 overflow_cursor;	/* where the next search for a way to lend starts */
+	pg_atomic_uint64 last_full_warning;	/* TimestampTz of the last "store is full" WARNING */
+	pg_atomic_uint32 zone_slots_warned; /* the counters' slots ran out: said once */
 	ZoneCounters zones[RL_SHMEM_ZONE_SLOTS];
 } ShmemHeader;
 
@@ -183,6 +212,8 @@ static ShmemSet *shmem_sets = NULL;	/* cache-line aligned */
 static LWLock *grow_lock = NULL;	/* exclusive: a split; shared: a scan of all sets */
 /* A bit per set of the current round: split ahead of its turn (it was full). */
 static pg_atomic_uint64 *split_early = NULL;
+/* Per set: the first way of its overflow chain (WayRef), under the set's lock. */
+static WayRef *overflow_heads = NULL;
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
@@ -233,10 +264,60 @@ EarlyBitsSize(void)
 	return mul_size((SetCount() + 63) / 64, sizeof(pg_atomic_uint64));
 }
 
+static Size
+OverflowHeadsSize(void)
+{
+	return mul_size(SetCount(), sizeof(WayRef));
+}
+
+static bool SetInUse(uint32 index, uint64 shape);
+
 static ShmemSet *
 SetAt(uint32 index)
 {
+	Assert(index < shmem->nsets);
+	Assert(SetInUse(index, pg_atomic_read_u64(&shmem->shape)));
 	return &shmem_sets[index];
+}
+
+/* A set about to be put in use (a split's new half): not in use yet. */
+static ShmemSet *
+NewSetAt(uint32 index)
+{
+	Assert(index < shmem->nsets);
+	return &shmem_sets[index];
+}
+
+static bool
+NativeTag(uint16 tag)
+{
+	return tag != RL_TAG_FREE && tag != RL_TAG_FOREIGN && tag != RL_TAG_ORPHAN;
+}
+
+static WayRef
+MakeWayRef(uint32 set_index, int way)
+{
+	return set_index * 32 + (uint32) way + 1;
+}
+
+static uint32
+WayRefSet(WayRef ref)
+{
+	return (ref - 1) / 32;
+}
+
+static int
+WayRefWay(WayRef ref)
+{
+	return (int) ((ref - 1) % 32);
+}
+
+/* The entry of a way lent to another set; its home's lock covers it. */
+static ShmemEntry *
+ForeignEntry(WayRef ref)
+{
+	Assert(ref != 0 && WayRefSet(ref) < shmem->nsets);
+	return &shmem_sets[WayRefSet(ref)].entries[WayRefWay(ref)];
 }
 
 /* The identity of a key in the table: its hash, and what is compared. */
@@ -255,7 +336,8 @@ TagOf(uint64 hash)
 {
 	uint16		tag = (uint16) hash;
 
-	return tag != 0 ? tag : 1;	/* 0 marks a free entry */
+	/* 0 and the overflow marks are not a key's */
+	return NativeTag(tag) ? tag : 1;
 }
 
 /*
@@ -341,12 +423,6 @@ SplitEarly(uint32 index)
 	return (pg_atomic_read_u64(&split_early[index / 64]) >> (index % 64)) & 1;
 }
 
-/* Sets a scan visits, those in use among them (SetInUse). */
-static uint32
-ScanLimit(uint64 shape)
-{
-	return Min(shmem->nsets, 2 * (shmem->base << SHAPE_LEVEL(shape)));
-}
 
 static bool
 SetInUse(uint32 index, uint64 shape)
@@ -356,6 +432,20 @@ SetInUse(uint32 index, uint64 shape)
 	if (index < width + SHAPE_SPLIT(shape))
 		return true;
 	return index < 2 * width && SplitEarly(index - width);
+}
+
+/*
+ * For a scan of every set in use (with splits held off): the first set in
+ * use from index on, or shmem->nsets when none is.
+ */
+static uint32
+NextSetInUse(uint32 index, uint64 shape)
+{
+	uint32		limit = Min(shmem->nsets, 2 * (shmem->base << SHAPE_LEVEL(shape)));
+
+	while (index < limit && !SetInUse(index, shape))
+		index++;
+	return index < limit ? index : shmem->nsets;
 }
 
 /*
@@ -372,6 +462,7 @@ SetIndexOf(uint32 hash_high, uint64 shape)
 	uint32		base_set = ((hash_high >> 16) * shmem->base) >> 16;
 	uint32		index = base_set + shmem->base * (hash_high & ((1U << level) - 1));
 
+	pg_read_barrier();			/* the bits no older than the shape */
 	if (index < SHAPE_SPLIT(shape) || SplitEarly(index))
 		index = base_set + shmem->base * (hash_high & ((1U << (level + 1)) - 1));
 	return index;
@@ -385,19 +476,19 @@ SetIndexOf(uint32 hash_high, uint64 shape)
  * set must wait for the lock.
  */
 static ShmemSet *
-LockKeySet(uint32 hash_high, uint32 index)
+LockKeySet(uint32 hash_high, uint32 *index)
 {
 	for (;;)
 	{
-		ShmemSet   *set = SetAt(index);
+		ShmemSet   *set = SetAt(*index);
 		uint32		locked_index;
 
 		SpinLockAcquire(&set->mutex);
 		locked_index = SetIndexOf(hash_high, pg_atomic_read_u64(&shmem->shape));
-		if (locked_index == index)
+		if (locked_index == *index)
 			return set;
 		SpinLockRelease(&set->mutex);
-		index = locked_index;
+		*index = locked_index;
 	}
 }
 
@@ -429,7 +520,13 @@ FindCounters(uint64 tag, Oid dbid, int32 zone_id)
 				return slot;
 		}
 	}
-	return NULL;				/* more zones than slots: not counted */
+	/* More zones than slots: not counted, and said once. */
+	if (pg_atomic_exchange_u32(&shmem->zone_slots_warned, 1) == 0)
+		ereport(WARNING,
+				(errmsg("ratelimit: the shmem counters of %d zones are in use; calls of further zones are not counted",
+						RL_SHMEM_ZONE_SLOTS),
+				 errdetail("A zone keeps its counters until the server restarts, also once dropped.")));
+	return NULL;
 }
 
 /*
@@ -588,22 +685,57 @@ FreeEntry(ShmemSet *set, int index)
 	memset(&set->entries[index], 0, sizeof(ShmemEntry));
 }
 
+/*
+ * A way no key holds: free, or lent and given back.  The home of an
+ * orphan writes its tag without the host's lock, after its last write to
+ * the entry.
+ */
+static bool
+WayFree(const ShmemSet *set, int way)
+{
+	uint16		tag = ((volatile const uint16 *) set->tags)[way];
+
+	return tag == RL_TAG_FREE || tag == RL_TAG_ORPHAN;
+}
+
 /* A free entry of the set for a key of this tag, its home way first; -1 when none. */
 static int
 FreeWay(const ShmemSet *set, uint16 tag)
 {
-	if (set->tags[HomeWay(tag)] == 0)
-		return HomeWay(tag);
-	for (int i = 0; i < RL_SHMEM_WAYS; i++)
-		if (set->tags[i] == 0)
-			return i;
-	return -1;
+	int			way = -1;
+
+	if (WayFree(set, HomeWay(tag)))
+		way = HomeWay(tag);
+	else
+	{
+		for (int i = 0; i < RL_SHMEM_WAYS && way < 0; i++)
+			if (WayFree(set, i))
+				way = i;
+	}
+	if (way >= 0)
+		pg_read_barrier();		/* an orphan's entry is read and written after its tag */
+	return way;
 }
 
 static bool
 StoreFullyGrown(void)
 {
 	return SHAPE_LEVEL(pg_atomic_read_u64(&shmem->shape)) >= shmem->max_level;
+}
+
+/* A way of the set whose own key has recovered, evicted (counted); -1 when none. */
+static int
+EvictIdle(ShmemSet *set, TimestampTz now)
+{
+	for (int i = 0; i < RL_SHMEM_WAYS; i++)
+	{
+		if (NativeTag(set->tags[i]) && EntryIdle(&set->entries[i], now))
+		{
+			CountEvent(set->entries[i].dbid, set->entries[i].zone_id, COUNT_EVICTED);
+			return i;
+		}
+	}
+	return -1;
 }
 
 /*
@@ -622,24 +754,17 @@ ClaimEntry(ShmemSet *set, uint16 tag, TimestampTz now, bool *can_grow)
 	*can_grow = !StoreFullyGrown();
 	if (*can_grow)
 		return -1;
-	for (int i = 0; i < RL_SHMEM_WAYS; i++)
-	{
-		if (EntryIdle(&set->entries[i], now))
-		{
-			CountEvent(set->entries[i].dbid, set->entries[i].zone_id, COUNT_EVICTED);
-			return i;
-		}
-	}
-	return -1;
+	return EvictIdle(set, now);
 }
 
+/* The set's own keys (not the ways it lends). */
 static int
 SetKeys(const ShmemSet *set)
 {
 	int			keys = 0;
 
 	for (int i = 0; i < RL_SHMEM_WAYS; i++)
-		keys += set->tags[i] != 0;
+		keys += NativeTag(set->tags[i]);
 	return keys;
 }
 
@@ -658,16 +783,19 @@ static void
 MoveSplitKeys(uint32 index, uint32 level, void (*publish) (uint32 index, uint32 level))
 {
 	ShmemSet   *from = SetAt(index);
-	ShmemSet   *to = SetAt(index + (shmem->base << level));
+	ShmemSet   *to = NewSetAt(index + (shmem->base << level));
 
+	/* Keys overflow only once every set is in use: no split after that. */
+	Assert(overflow_heads[index] == 0);
 	InitSet(to);				/* out of reach until the split is published */
+	overflow_heads[index + (shmem->base << level)] = 0;
 	SpinLockAcquire(&from->mutex);
 	SpinLockAcquire(&to->mutex);
 	for (int i = 0; i < RL_SHMEM_WAYS; i++)
 	{
 		int			way;
 
-		if (from->tags[i] == 0 || (from->entries[i].hash_high & (1U << level)) == 0)
+		if (!NativeTag(from->tags[i]) || (from->entries[i].hash_high & (1U << level)) == 0)
 			continue;
 		way = FreeWay(to, from->tags[i]);	/* to is empty: there is room */
 		to->entries[way] = from->entries[i];
@@ -721,10 +849,28 @@ SplitNextSet(void)
 		 */
 		ShmemSet   *set = SetAt(split);
 		pg_atomic_uint64 *word = &split_early[split / 64];
+		uint32		width = shmem->base << level;
 
 		SpinLockAcquire(&set->mutex);
-		PublishNextSplit(split, level);
-		pg_atomic_write_u64(word, pg_atomic_read_u64(word) & ~(UINT64CONST(1) << (split % 64)));
+		if (split + 1 < width)
+		{
+			PublishNextSplit(split, level);
+			pg_atomic_write_u64(word, pg_atomic_read_u64(word) & ~(UINT64CONST(1) << (split % 64)));
+		}
+		else
+		{
+			/*
+			 * The last set of the level: at the next level its bit would
+			 * mean a split of the next round.  Every set of this level is
+			 * split from SHAPE(level, width) on, which reads no bit; the bit
+			 * goes, and only then the next level begins (SetIndexOf reads
+			 * the shape before the bits).
+			 */
+			pg_atomic_write_u64(&shmem->shape, SHAPE(level, width));
+			pg_atomic_write_u64(word, pg_atomic_read_u64(word) & ~(UINT64CONST(1) << (split % 64)));
+			pg_write_barrier();
+			pg_atomic_write_u64(&shmem->shape, SHAPE(level + 1, 0));
+		}
 		SpinLockRelease(&set->mutex);
 	}
 	else
@@ -775,6 +921,127 @@ Grow(bool full, uint32 hash_high)
 	return grown;
 }
 
+/* ---- overflow: ways lent to the keys of full sets ---- */
+
+/*
+ * The link (a set's chain head or an entry's overflow_next) that points at
+ * the entry of home_index's chain holding key; NULL when none does.  The
+ * home set's lock is held.
+ */
+static WayRef *
+FindInChain(uint32 home_index, const ShmemKey *key)
+{
+	WayRef	   *link = &overflow_heads[home_index];
+
+	while (*link != 0)
+	{
+		ShmemEntry *entry = ForeignEntry(*link);
+
+		if (EntryMatches(entry, key))
+			return link;
+		link = &entry->overflow_next;
+	}
+	return NULL;
+}
+
+/* The link to an entry of the chain whose key has recovered (counted as evicted), or NULL. */
+static WayRef *
+IdleInChain(uint32 home_index, TimestampTz now)
+{
+	WayRef	   *link = &overflow_heads[home_index];
+
+	while (*link != 0)
+	{
+		ShmemEntry *entry = ForeignEntry(*link);
+
+		if (EntryIdle(entry, now))
+		{
+			CountEvent(entry->dbid, entry->zone_id, COUNT_EVICTED);
+			return link;
+		}
+		link = &entry->overflow_next;
+	}
+	return NULL;
+}
+
+/* Gives a lent way back to its host, which may take it from now on. */
+static void
+ReleaseForeignWay(WayRef ref)
+{
+	pg_write_barrier();			/* every write to the entry before the host's */
+	((volatile uint16 *) shmem_sets[WayRefSet(ref)].tags)[WayRefWay(ref)] = RL_TAG_ORPHAN;
+}
+
+/* Takes the entry *link points at out of its chain (the home's lock is held) and lets it go. */
+static void
+UnlinkForeign(WayRef *link)
+{
+	WayRef		ref = *link;
+	ShmemEntry *entry = ForeignEntry(ref);
+
+	*link = entry->overflow_next;
+	entry->overflow_next = 0;
+	ReleaseForeignWay(ref);
+}
+
+/* Puts a reserved way at the head of home_index's chain (the home's lock is held). */
+static void
+LinkForeign(uint32 home_index, WayRef ref)
+{
+	ForeignEntry(ref)->overflow_next = overflow_heads[home_index];
+	overflow_heads[home_index] = ref;
+}
+
+static bool
+SetHasFreeWay(const ShmemSet *set)
+{
+	for (int i = 0; i < RL_SHMEM_WAYS; i++)
+		if (WayFree(set, i))
+			return true;
+	return false;
+}
+
+/*
+ * Reserves a way of a set other than home for a key of home, whose set is
+ * full: a free way, else one whose own key has recovered (evicted).  0 when
+ * no set has one: the store holds more keys than it was sized for.  Only
+ * once every set is in use; takes one set's lock at a time.
+ */
+static WayRef
+ReserveForeignWay(uint32 home, TimestampTz now)
+{
+	uint32		nsets = shmem->nsets;
+	uint32		start = pg_atomic_fetch_add_u32(&shmem->overflow_cursor, 1) % nsets;
+
+	Assert(StoreFullyGrown());
+	for (int pass = 0; pass < 2; pass++)
+	{
+		bool		evict = pass == 1;	/* only once no set has a free way */
+
+		for (uint32 n = 0; n < nsets; n++)
+		{
+			uint32		index = (start + n) % nsets;
+			ShmemSet   *set = SetAt(index);
+			int			way;
+
+			/* Looked at without the lock first: most sets have no room. */
+			if (index == home || (!evict && !SetHasFreeWay(set)))
+				continue;
+			SpinLockAcquire(&set->mutex);
+			way = evict ? EvictIdle(set, now) : FreeWay(set, 1);
+			if (way >= 0)
+			{
+				memset(&set->entries[way], 0, sizeof(ShmemEntry));
+				set->tags[way] = RL_TAG_FOREIGN;
+			}
+			SpinLockRelease(&set->mutex);
+			if (way >= 0)
+				return MakeWayRef(index, way);
+		}
+	}
+	return 0;
+}
+
 /*
  * The set's first line and the key's home entry are fetched from here on,
  * while the caller checks arguments and reads the clock: with 10k keys and
@@ -809,23 +1076,33 @@ RlShmemUpdate(const RlStateKey *key, const RlShmemSlot *slot, const RlShmemLimit
 {
 	ShmemKey	skey;
 	ShmemSet   *set;
-	ShmemEntry *found = NULL;
+	uint32		set_index = slot->set_index;
+	ShmemEntry *found;
 	RlStateRow	next;
 	RlShmemOutcome outcome = RL_SHMEM_DECIDED;
 	bool		grow = false;
 	bool		need_room = false;
+	bool		need_foreign_way = false;
+	WayRef		reserved = 0;	/* a way lent by another set, not linked yet */
 	int			index;
 
 	RequireShmem();
 	MakeShmemKey(key, slot->hash, &skey);
 
 retry:
-	set = LockKeySet(skey.hash_high, slot->set_index);
+	set = LockKeySet(skey.hash_high, &set_index);
 	found = NULL;
 	/* decide neither raises nor allocates for the algorithms this store takes. */
 	index = FindInSet(set, &skey);
 	if (index >= 0)
 		found = &set->entries[index];
+	else if (overflow_heads[set_index] != 0)
+	{
+		WayRef	   *link = FindInChain(set_index, &skey);
+
+		if (link != NULL)
+			found = ForeignEntry(*link);
+	}
 	if (found != NULL)
 	{
 		RlStateRow	current;
@@ -845,24 +1122,81 @@ retry:
 			grow = SetKeys(set) > RL_SHMEM_GROW_AT;
 		}
 		else if (!need_room)
-			outcome = RL_SHMEM_FULL;
+		{
+			/* Fully grown and full: a recovered key's lent way, or a new one. */
+			WayRef	   *idle = IdleInChain(set_index, now);
+
+			if (idle != NULL)
+			{
+				ShmemEntry *entry = ForeignEntry(*idle);
+				WayRef		chain_next = entry->overflow_next;
+
+				FillEntry(entry, &skey, limit, &next);
+				entry->overflow_next = chain_next;
+			}
+			else if (reserved != 0)
+			{
+				FillEntry(ForeignEntry(reserved), &skey, limit, &next);
+				LinkForeign(set_index, reserved);
+				reserved = 0;
+			}
+			else
+				need_foreign_way = true;
+		}
 	}
 	SpinLockRelease(&set->mutex);
 	if (need_room)
 	{
 		/*
 		 * Splits in order until this set's turn, unless room appears first;
-		 * once the store is fully grown, the retry evicts or finds it full.
+		 * once the store is fully grown, the retry evicts or overflows.
 		 */
 		(void) Grow(true, skey.hash_high);
 		need_room = false;
 		goto retry;
 	}
+	if (need_foreign_way)
+	{
+		/* No lock held while searching; the retry decides again. */
+		need_foreign_way = false;
+		reserved = ReserveForeignWay(set_index, now);
+		if (reserved != 0)
+			goto retry;
+		outcome = RL_SHMEM_FULL;
+	}
+	if (reserved != 0)
+		ReleaseForeignWay(reserved);	/* the key found room at home, or nothing was stored */
 	if (grow)
 		(void) Grow(false, 0);
 	if (outcome == RL_SHMEM_FULL)
 		CountEvent(MyDatabaseId, key->zone_id, COUNT_FULL);
 	return outcome;
+}
+
+/*
+ * A store that refuses keys is a misconfiguration an operator must hear
+ * of, but a flood of new keys must not flood the log: one WARNING every
+ * RL_FULL_WARNING_INTERVAL for the whole server (counted per zone always).
+ */
+#define RL_FULL_WARNING_INTERVAL (10 * USECS_PER_SEC)
+
+static void
+WarnStoreFull(const char *what, const char *policy)
+{
+	TimestampTz real_now = GetCurrentTimestamp();
+	uint64		last = pg_atomic_read_u64(&shmem->last_full_warning);
+
+	if (real_now - (TimestampTz) last < RL_FULL_WARNING_INTERVAL ||
+		!pg_atomic_compare_exchange_u64(&shmem->last_full_warning, &last, (uint64) real_now))
+		return;
+	ereport(WARNING,
+			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+			 errmsg("the ratelimit shmem store is full: a new key of %s found no room", what),
+			 errdetail("ratelimit.shmem_full_policy = %s.  rl_counters counts these calls "
+					   "per zone in \"full\"; this warning is repeated at most every 10 seconds.",
+					   policy),
+			 errhint("Raise ratelimit.shmem_max_keys (now %d; a restart is needed).",
+					 rl_shmem_max_keys)));
 }
 
 /*
@@ -875,17 +1209,20 @@ RlApplyShmemFullPolicy(RlDecision *decision, const char *what)
 	switch (rl_shmem_full_policy)
 	{
 		case RL_SHMEM_FULL_ALLOW:
+			WarnStoreFull(what, "allow: this call was decided as for a new key and its key is not limited");
 			break;
 		case RL_SHMEM_FULL_DENY:
 			decision->allowed = false;
 			decision->remaining = 0;
 			decision->retry_after_us = USECS_PER_SEC;
+			WarnStoreFull(what, "deny: this call was refused");
 			break;
 		case RL_SHMEM_FULL_ERROR:
 			ereport(ERROR,
 					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 					 errmsg("the ratelimit shmem store has no room for a new key of %s", what),
-					 errdetail("Its set of keys is full and none of them has recovered."),
+					 errdetail("The store holds ratelimit.shmem_max_keys = %d keys and none of them has recovered.",
+							   rl_shmem_max_keys),
 					 errhint("Raise ratelimit.shmem_max_keys (a restart is needed), or set "
 							 "ratelimit.shmem_full_policy to allow or deny.")));
 	}
@@ -898,14 +1235,31 @@ RlShmemRemove(const RlStateKey *key)
 	ShmemSet   *set;
 	int			index;
 
+	uint32		set_index;
+	bool		removed = false;
+
 	RequireShmem();
 	MakeShmemKey(key, KeyHash(key), &skey);
-	set = LockKeySet(skey.hash_high, SetIndexOf(skey.hash_high, pg_atomic_read_u64(&shmem->shape)));
+	set_index = SetIndexOf(skey.hash_high, pg_atomic_read_u64(&shmem->shape));
+	set = LockKeySet(skey.hash_high, &set_index);
 	index = FindInSet(set, &skey);
 	if (index >= 0)
+	{
 		FreeEntry(set, index);
+		removed = true;
+	}
+	else
+	{
+		WayRef	   *link = FindInChain(set_index, &skey);
+
+		if (link != NULL)
+		{
+			UnlinkForeign(link);
+			removed = true;
+		}
+	}
 	SpinLockRelease(&set->mutex);
-	return index >= 0;
+	return removed;
 }
 
 /*
@@ -917,34 +1271,48 @@ VisitZoneEntries(int32 zone_id, const RlZoneLimit *relimit)
 {
 	int64		visited = 0;
 	uint64		shape;
+	RlShmemLimit limit = {.is_bucket = false};
 
 	if (shmem == NULL)
 		return 0;
+	if (relimit != NULL)
+		limit.zone = *relimit;
 	LWLockAcquire(grow_lock, LW_SHARED);
 	shape = pg_atomic_read_u64(&shmem->shape);
-	for (uint32 s = 0; s < ScanLimit(shape); s++)
+	for (uint32 s = NextSetInUse(0, shape); s < shmem->nsets; s = NextSetInUse(s + 1, shape))
 	{
 		ShmemSet   *set = SetAt(s);
-
-		if (!SetInUse(s, shape))
-			continue;
 
 		SpinLockAcquire(&set->mutex);
 		for (int i = 0; i < RL_SHMEM_WAYS; i++)
 		{
 			ShmemEntry *entry = &set->entries[i];
 
-			if (set->tags[i] == 0 || entry->dbid != MyDatabaseId || entry->zone_id != zone_id)
+			if (!NativeTag(set->tags[i]) || entry->dbid != MyDatabaseId || entry->zone_id != zone_id)
 				continue;
 			if (relimit == NULL)
 				FreeEntry(set, i);
 			else
-			{
-				RlShmemLimit limit = {.is_bucket = false, .zone = *relimit};
-
 				SetEntryLimit(entry, &limit);
-			}
 			visited++;
+		}
+		for (WayRef *link = &overflow_heads[s]; *link != 0;)
+		{
+			ShmemEntry *entry = ForeignEntry(*link);
+
+			if (entry->dbid != MyDatabaseId || entry->zone_id != zone_id)
+				link = &entry->overflow_next;
+			else
+			{
+				visited++;
+				if (relimit == NULL)
+					UnlinkForeign(link);	/* *link is now the next one */
+				else
+				{
+					SetEntryLimit(entry, &limit);
+					link = &entry->overflow_next;
+				}
+			}
 		}
 		SpinLockRelease(&set->mutex);
 	}
@@ -1022,23 +1390,48 @@ rl_shmem_keys(PG_FUNCTION_ARGS)
 	/* No split while scanning: a key moved to a later set would show twice. */
 	LWLockAcquire(grow_lock, LW_SHARED);
 	shape = pg_atomic_read_u64(&shmem->shape);
-	for (uint32 s = 0; s < ScanLimit(shape); s++)
+	for (uint32 s = NextSetInUse(0, shape); s < shmem->nsets; s = NextSetInUse(s + 1, shape))
 	{
 		ShmemSet   *set = SetAt(s);
 		ShmemEntry	copies[RL_SHMEM_WAYS];
 		int			count = 0;
+		uint32		chain_done = 0; /* entries of the chain already shown */
+		bool		chain_left;
 
-		if (!SetInUse(s, shape))
-			continue;
-
-		/* Copied under the lock, shown after it: no allocation under a spinlock. */
+		/*
+		 * Copied under the lock, shown after it: no allocation under a
+		 * spinlock.  The set's own keys first, then its chain, a bufferful
+		 * at a time.
+		 */
 		SpinLockAcquire(&set->mutex);
 		for (int i = 0; i < RL_SHMEM_WAYS; i++)
-			if (set->tags[i] != 0 && set->entries[i].dbid == MyDatabaseId)
+			if (NativeTag(set->tags[i]) && set->entries[i].dbid == MyDatabaseId)
 				copies[count++] = set->entries[i];
 		SpinLockRelease(&set->mutex);
-		for (int i = 0; i < count; i++)
-			PutKeyRow(rsinfo, &copies[i], now);
+		do
+		{
+			uint32		position = 0;
+
+			for (int i = 0; i < count; i++)
+				PutKeyRow(rsinfo, &copies[i], now);
+			count = 0;
+			chain_left = false;
+			SpinLockAcquire(&set->mutex);
+			for (WayRef ref = overflow_heads[s]; ref != 0; ref = ForeignEntry(ref)->overflow_next)
+			{
+				if (position++ < chain_done)
+					continue;
+				if (count == RL_SHMEM_WAYS)
+				{
+					chain_left = true;
+					break;
+				}
+				chain_done++;
+				if (ForeignEntry(ref)->dbid == MyDatabaseId)
+					copies[count++] = *ForeignEntry(ref);
+			}
+			SpinLockRelease(&set->mutex);
+		} while (count > 0 || chain_left);
 	}
 	LWLockRelease(grow_lock);
 	PG_RETURN_VOID();
@@ -1112,19 +1505,23 @@ SaveState(int code, Datum arg)
 		goto error;
 	/* The postmaster, alone now: no lock. */
 	shape = pg_atomic_read_u64(&shmem->shape);
-	for (uint32 s = 0; s < ScanLimit(shape); s++)
-		if (SetInUse(s, shape))
-			header.count += SetKeys(SetAt(s));
+	for (uint32 s = NextSetInUse(0, shape); s < shmem->nsets; s = NextSetInUse(s + 1, shape))
+	{
+		header.count += SetKeys(SetAt(s));
+		for (WayRef ref = overflow_heads[s]; ref != 0; ref = ForeignEntry(ref)->overflow_next)
+			header.count++;
+	}
 	if (fwrite(&header, sizeof(header), 1, file) != 1)
 		goto error;
-	for (uint32 s = 0; s < ScanLimit(shape); s++)
+	for (uint32 s = NextSetInUse(0, shape); s < shmem->nsets; s = NextSetInUse(s + 1, shape))
 	{
 		ShmemSet   *set = SetAt(s);
 
-		if (!SetInUse(s, shape))
-			continue;
 		for (int i = 0; i < RL_SHMEM_WAYS; i++)
-			if (set->tags[i] != 0 && fwrite(&set->entries[i], sizeof(ShmemEntry), 1, file) != 1)
+			if (NativeTag(set->tags[i]) && fwrite(&set->entries[i], sizeof(ShmemEntry), 1, file) != 1)
+				goto error;
+		for (WayRef ref = overflow_heads[s]; ref != 0; ref = ForeignEntry(ref)->overflow_next)
+			if (fwrite(ForeignEntry(ref), sizeof(ShmemEntry), 1, file) != 1)
 				goto error;
 	}
 	if (FreeFile(file) != 0)
@@ -1172,14 +1569,19 @@ LoadState(void)
 			ShmemSet   *set;
 			int			way;
 
+			uint32		set_index;
+			WayRef		lent;
+
 			if (fread(&entry, sizeof(entry), 1, file) != 1)
 				break;
-			if (entry.tag == 0)
+			if (!NativeTag(entry.tag))
 				continue;
+			entry.overflow_next = 0;
 			/* The store grows as it does for new keys (the postmaster is alone). */
 			do
 			{
-				set = SetAt(SetIndexOf(entry.hash_high, pg_atomic_read_u64(&shmem->shape)));
+				set_index = SetIndexOf(entry.hash_high, pg_atomic_read_u64(&shmem->shape));
+				set = SetAt(set_index);
 				way = FreeWay(set, entry.tag);
 			} while (way < 0 && SplitFullSet(entry.hash_high));
 			if (way >= 0)
@@ -1189,6 +1591,12 @@ LoadState(void)
 				loaded++;
 				if (SetKeys(set) > RL_SHMEM_GROW_AT)
 					(void) SplitNextSet();
+			}
+			else if ((lent = ReserveForeignWay(set_index, GetCurrentTimestamp())) != 0)
+			{
+				*ForeignEntry(lent) = entry;
+				LinkForeign(set_index, lent);
+				loaded++;
 			}
 			else
 				dropped++;		/* a smaller ratelimit.shmem_max_keys than before */
@@ -1208,7 +1616,9 @@ ShmemRequest(void)
 {
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
-	RequestAddinShmemSpace(add_size(add_size(sizeof(ShmemHeader), SetsSize()), EarlyBitsSize()));
+	RequestAddinShmemSpace(add_size(add_size(add_size(sizeof(ShmemHeader), SetsSize()),
+											 EarlyBitsSize()),
+									OverflowHeadsSize()));
 	RequestNamedLWLockTranche("ratelimit", 1);
 }
 
@@ -1226,6 +1636,7 @@ ShmemStartup(void)
 	shmem = ShmemInitStruct("ratelimit shmem store", sizeof(ShmemHeader), &found);
 	sets = ShmemInitStruct("ratelimit shmem store sets", SetsSize(), &found_sets);
 	split_early = ShmemInitStruct("ratelimit shmem store early splits", EarlyBitsSize(), &found_sets);
+	overflow_heads = ShmemInitStruct("ratelimit shmem store overflow chains", OverflowHeadsSize(), &found_sets);
 	shmem_sets = (ShmemSet *) TYPEALIGN(RL_CACHE_LINE, sets);
 	grow_lock = &GetNamedLWLockTranche("ratelimit")[0].lock;
 	if (!found)
@@ -1234,11 +1645,15 @@ ShmemStartup(void)
 		StoreShape(&shmem->base, &shmem->max_level);
 		shmem->nsets = shmem->base << shmem->max_level;
 		pg_atomic_init_u64(&shmem->shape, SHAPE(0, 0));
+		pg_atomic_init_u32(&shmem->overflow_cursor, 0);
+		pg_atomic_init_u64(&shmem->last_full_warning, 0);
+		pg_atomic_init_u32(&shmem->zone_slots_warned, 0);
+		memset(overflow_heads, 0, OverflowHeadsSize());
 		for (uint32 w = 0; w < (shmem->nsets + 63) / 64; w++)
 			pg_atomic_init_u64(&split_early[w], 0);
 		/* The others are set up when put in use: their pages stay untouched till then. */
 		for (uint32 s = 0; s < shmem->base; s++)
-			InitSet(SetAt(s));
+			InitSet(NewSetAt(s));
 		for (int i = 0; i < RL_SHMEM_ZONE_SLOTS; i++)
 		{
 			pg_atomic_init_u64(&shmem->zones[i].tag, 0);

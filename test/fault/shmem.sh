@@ -19,6 +19,10 @@
 #               in use: it grows, each key kept once and found again, also
 #               after a restart that loads them; grown to its end, a store
 #               of 2000 keys keeps all 68 x 31 entries its sets hold
+#               (h) any N keys fit whatever their hashes: 400 keys that
+#               share one set of 31 are all kept beside 1500 others in a
+#               store of 2000 (lent ways), found again, after a restart
+#               too; a reset and a zone drop give the lent ways back
 #   nopreload   (e) without ratelimit in shared_preload_libraries: a shmem
 #               call raises 55000 with a hint, everything else works
 set -uo pipefail
@@ -170,11 +174,14 @@ rl_check "(d) ratelimit.shmem_max_keys is 62" 62 "$(q "SHOW ratelimit.shmem_max_
 # 60 s later.  62 entries = 2 sets of 31; 5000 keys fill both.
 q "SELECT rl_zone_set('full_tb', 'token_bucket', 1, '1 minute', store => 'shmem')" >/dev/null
 # many CLOCK ZONE PREFIX N [settings]: N calls on new keys; "allowed refused".
+# The store-full WARNING goes to the server log only (checked there).
 many() {
 	local clock=$1 zone=$2 prefix=$3 n=$4; shift 4
 	CLOCK=$clock q "SELECT count(*) FILTER (WHERE (r).allowed) || ' ' || count(*) FILTER (WHERE NOT (r).allowed)
-	                FROM (SELECT rl_limit('$zone', '$prefix' || g) AS r FROM generate_series(1, $n) g OFFSET 0) s" "$@"
+	                FROM (SELECT rl_limit('$zone', '$prefix' || g) AS r FROM generate_series(1, $n) g OFFSET 0) s" \
+		client_min_messages=error "$@"
 }
+full_started=$(date +%s)
 T0='2026-01-01 00:00:00+00' T1='2026-01-01 00:01:01+00' T2='2026-01-01 00:02:02+00' T3='2026-01-01 00:03:03+00'
 
 rl_check "(d) 5000 new keys, policy allow: all admitted" "5000 0" "$(many "$T0" full_tb k 5000)"
@@ -229,6 +236,13 @@ q "SELECT rl_zone_drop('grow'), rl_zone_drop('probe')" >/dev/null
 q "SELECT rl_zone_set('after_drop', 'token_bucket', 1, '1 minute', store => 'shmem')" >/dev/null
 rl_check "(d) after the drops, 5000 new keys of a new zone" "5000 0" "$(many "$T3" after_drop a 5000)"
 rl_check "(d) all 62 entries were free: 4938 found no room, nothing evicted" "5000 0 0 4938" "$(counters after_drop)"
+# Never silent, never a flood: one WARNING per 10 s for the whole server.
+full_warnings=$(grep -c 'WARNING:  the ratelimit shmem store is full' "$RL_CLUSTER_DIR/server.log")
+full_seconds=$(( $(date +%s) - full_started ))
+rl_check "(d) the server log warns that the store is full, at most once per 10 s ($full_warnings in ${full_seconds}s)" yes \
+	"$([ "$full_warnings" -ge 1 ] && [ "$full_warnings" -le $(( full_seconds / 10 + 1 )) ] && echo yes || echo no)"
+rl_check "(d) the warning names the setting to raise" yes \
+	"$(grep -q 'HINT:  Raise ratelimit.shmem_max_keys (now 62' "$RL_CLUSTER_DIR/server.log" && echo yes || echo no)"
 rl_check "(d) the server is healthy" yes "$(wait_answering)"
 rl_check "(d) no backend crashed" no \
 	"$(grep -qE 'terminated by signal|server process .* was terminated' "$RL_CLUSTER_DIR/server.log" && echo yes || echo no)"
@@ -277,6 +291,57 @@ rl_check "(g) shmem_max_keys = 2000, policy deny: 2108 of 20000 keys kept (68 fu
 	"$(many "$CLOCK" grow f 20000 ratelimit.shmem_full_policy=deny)"
 rl_check "(g) the others found their set full, none evicted" "2108 17892 0 17892" "$(counters grow)"
 rl_check "(g) rl_keys shows the 2108" 2108 "$(q "SELECT count(DISTINCT key) FROM rl_keys WHERE zone = 'grow'")"
+
+# Any N keys fit, whatever their hashes: 400 keys chosen to share one set
+# of 31 (by the store's own hash: hashtextextended is hash_bytes_extended,
+# seeded with the database and the zone id; the set is the base set of the
+# top 16 bits of the high half plus 17 times its 2 lowest bits) beside
+# 1500 keys spread as usual, 1900 of shmem_max_keys = 2000.  A set that is
+# full lends the others' ways; none of it may be refused.
+rl_cluster_stop
+rl_cluster_start shmemgrow "fsync = off" "ratelimit.shmem_max_keys = 2000"
+new_db $DB
+q "SELECT rl_zone_set('spread', 'token_bucket', 100, '100000 seconds', store => 'shmem'),
+          rl_zone_set('hot', 'token_bucket', 100, '100000 seconds', store => 'shmem')" >/dev/null
+q "CREATE TABLE colliding AS
+   WITH seed AS (SELECT ((SELECT oid FROM pg_database WHERE datname = current_database())::bigint << 32)
+                        | (SELECT zone_id FROM ratelimit.zone WHERE zone = 'hot') AS seed),
+        hashed AS (SELECT i, 'c' || i AS key,
+                          (hashtextextended('c' || i, seed) >> 32) & 4294967295 AS high
+                   FROM seed, generate_series(1, 100000) i),
+        placed AS (SELECT i, key, ((high >> 16) * 17 >> 16) + 17 * (high & 3) AS set_index FROM hashed)
+   SELECT key FROM placed
+   WHERE set_index = (SELECT set_index FROM placed WHERE i = 1) ORDER BY i LIMIT 400" >/dev/null
+rl_check "(h) 400 keys of one set (of 68) found" 400 "$(q "SELECT count(*) FROM colliding")"
+rl_check "(h) policy deny: 1500 spread keys, then the 400 of one set, all admitted" "1500 0 400 0" \
+	"$(many "$CLOCK" spread s 1500 ratelimit.shmem_full_policy=deny) $(
+	   q "SELECT count(*) FILTER (WHERE (r).allowed) || ' ' || count(*) FILTER (WHERE NOT (r).allowed)
+	      FROM (SELECT rl_limit('hot', key, 3) AS r FROM colliding OFFSET 0) s" ratelimit.shmem_full_policy=deny)"
+rl_check "(h) none found the store full, none evicted" "1500 0 0 0 400 0 0 0" "$(counters spread) $(counters hot)"
+# hot_keys TAKEN: "rows distinct wrong" of zone hot in rl_keys.
+hot_keys() {
+	q "SELECT count(*) || ' ' || count(DISTINCT key) || ' ' || count(*) FILTER (WHERE remaining <> 100 - $1)
+	   FROM rl_keys WHERE zone = 'hot'"
+}
+rl_check "(h) rl_keys: each of the 400 once, with its 3 tokens taken" "400 400 0" "$(hot_keys 3)"
+rl_check "(h) each is found again where it was put (96 left)" 400 \
+	"$(q "SELECT count(*) FILTER (WHERE (rl_limit('hot', key, 1)).remaining = 96) FROM colliding")"
+rl_cluster_ctl restart -m fast -w -l "$RL_CLUSTER_DIR/server.log" >/dev/null
+rl_check "(h) restart -m fast: all 1900 keys loaded, none dropped" "1 0" \
+	"$(grep -c 'ratelimit: loaded 1900 keys of the shmem store' "$RL_CLUSTER_DIR/server.log") $(grep -c 'did not fit' "$RL_CLUSTER_DIR/server.log")"
+rl_check "(h) after the restart each is found again (95 left), and rl_keys agrees" "400 400 400 0" \
+	"$(q "SELECT count(*) FILTER (WHERE (rl_limit('hot', key, 1)).remaining = 95) FROM colliding") $(hot_keys 5)"
+rl_check "(h) rl_reset forgets a key that sits in a lent way: it is new again (99 left)" "t 99 399" \
+	"$(q "SELECT rl_reset('hot', key) FROM colliding ORDER BY key DESC LIMIT 1") $(
+	   q "SELECT remaining FROM rl_limit('hot', (SELECT key FROM colliding ORDER BY key DESC LIMIT 1))") $(
+	   q "SELECT count(*) FROM rl_keys WHERE zone = 'hot' AND remaining = 95")"
+q "SELECT rl_zone_drop('hot'), rl_zone_set('after', 'token_bucket', 100, '100000 seconds', store => 'shmem')" >/dev/null
+rl_check "(h) dropping the zone frees its 400 ways, lent ones too: 608 new keys fit in the 2108, none refused" \
+	"1500 608 0" "$(q "SELECT count(*) FROM rl_keys WHERE zone = 'spread'") $(many "$CLOCK" after f 608 ratelimit.shmem_full_policy=deny)"
+rl_check "(h) the store is now truly full: one more key is refused (deny) and counted" "0 1 1 0 1" \
+	"$(many "$CLOCK" after one 1 ratelimit.shmem_full_policy=deny) $(counters after | cut -d' ' -f2-)"
+rl_check "(h) no backend crashed" no \
+	"$(grep -qE 'terminated by signal|server process .* was terminated|TRAP' "$RL_CLUSTER_DIR/server.log" && echo yes || echo no)"
 # Keys that have recovered could be evicted for new ones: a store that can
 # still grow makes room instead.  20000 keys that recover within a
 # microsecond, then 20000 more a second later (none of the first is kept
