@@ -27,6 +27,11 @@ REGRESS = setup $(filter-out setup $(EXTENSION)--%,$(patsubst sql/%.sql,%,$(wild
 REGRESS_OPTS = --inputdir=. --load-extension=$(EXTENSION)
 
 PG_CPPFLAGS = -I$(srcdir)/src
+# RL_ASSERTS=1: the extension's Assert()s are checked even where the server
+# was built without them (the test suite builds so; never benchmark it).
+ifeq ($(RL_ASSERTS),1)
+PG_CPPFLAGS += -DUSE_ASSERT_CHECKING
+endif
 PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Werror
 # -fno-exceptions: a throw in the core is a compile error, never an unwind
 # through PostgreSQL frames.

@@ -61,9 +61,15 @@ rl_install_packages() {
 }
 
 # Dies when the build or the install fails: a test run must never go on
-# with the library an earlier build left installed.
+# with the library an earlier build left installed.  Always from clean, so
+# that RL_ASSERTS=1 (the test suite's build: the extension's Assert()s
+# checked, on a server built without them) never leaks into a benchmark's
+# build, nor the other way round.
 rl_build_install() {
-	rl_log "building and installing the extension"
+	local mode=""
+	[ "${RL_ASSERTS:-0}" = 1 ] && mode=" with assertions"
+	rl_log "building and installing the extension$mode"
+	make -C "$RL_ROOT" -s clean PG_CONFIG="$RL_PG_BIN/pg_config" >/dev/null
 	make -C "$RL_ROOT" -s PG_CONFIG="$RL_PG_BIN/pg_config" >/dev/null \
 		|| rl_die "the extension did not build"
 	rl_as_root make -C "$RL_ROOT" -s install PG_CONFIG="$RL_PG_BIN/pg_config" >/dev/null \

@@ -30,7 +30,7 @@ source "$(dirname "$0")/lib.sh"
 cd "$RL_ROOT"
 
 rl_install_packages
-rl_build_install
+RL_ASSERTS=1 rl_build_install
 
 RESULTS=$RL_ROOT/results
 rm -rf "$RESULTS"; mkdir -p "$RESULTS"

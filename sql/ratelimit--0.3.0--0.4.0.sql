@@ -84,7 +84,7 @@ BEGIN
     END IF;
     SELECT * INTO z FROM ratelimit.zone AS zz WHERE zz.zone OPERATOR(pg_catalog.=) rl_cron_refill.zone;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'rate-limit zone "%" does not exist', zone USING ERRCODE = '42704';
+        RAISE EXCEPTION 'rate-limit zone "%" does not exist', left(zone, 128) || CASE WHEN length(zone) > 128 THEN '...' ELSE '' END USING ERRCODE = '42704';
     END IF;
     IF z.refill <> 'cron' THEN
         RAISE EXCEPTION 'zone "%" is not refilled by pg_cron', zone USING ERRCODE = '55000',
@@ -180,7 +180,7 @@ BEGIN
     END IF;
     SELECT * INTO z FROM ratelimit.zone AS zz WHERE zz.zone = rl_cron_enable.zone FOR UPDATE;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'rate-limit zone "%" does not exist', zone USING ERRCODE = '42704';
+        RAISE EXCEPTION 'rate-limit zone "%" does not exist', left(zone, 128) || CASE WHEN length(zone) > 128 THEN '...' ELSE '' END USING ERRCODE = '42704';
     END IF;
     IF z.refill <> 'cron' THEN
         RAISE EXCEPTION 'zone "%" is not refilled by pg_cron', zone USING ERRCODE = '55000',
@@ -202,9 +202,9 @@ BEGIN
             USING ERRCODE = '55000', HINT = 'Run CREATE EXTENSION pg_cron.';
     END IF;
     IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = run_as) THEN
-        RAISE EXCEPTION 'role "%" does not exist', run_as USING ERRCODE = '42704',
+        RAISE EXCEPTION 'role "%" does not exist', left(run_as, 128) || CASE WHEN length(run_as) > 128 THEN '...' ELSE '' END USING ERRCODE = '42704',
             HINT = format('CREATE ROLE %s LOGIN; rl_cron_enable grants it only what the refill needs.',
-                          quote_ident(run_as));
+                          quote_ident(left(run_as, 128) || CASE WHEN length(run_as) > 128 THEN '...' ELSE '' END));
     END IF;
 
     plan := ratelimit.cron_plan(cron_version, z.rate, z.period);
@@ -241,7 +241,7 @@ BEGIN
         RAISE EXCEPTION 'zone must not be null' USING ERRCODE = '22004';
     END IF;
     IF NOT EXISTS (SELECT FROM ratelimit.zone AS zz WHERE zz.zone = rl_cron_disable.zone) THEN
-        RAISE EXCEPTION 'rate-limit zone "%" does not exist', zone USING ERRCODE = '42704';
+        RAISE EXCEPTION 'rate-limit zone "%" does not exist', left(zone, 128) || CASE WHEN length(zone) > 128 THEN '...' ELSE '' END USING ERRCODE = '42704';
     END IF;
     removed := ratelimit.unschedule_refill(zone);
     UPDATE ratelimit.zone AS zz SET refill_tick = NULL WHERE zz.zone = rl_cron_disable.zone;
@@ -378,10 +378,10 @@ BEGIN
     DELETE FROM ratelimit.zone z WHERE z.zone = rl_zone_drop.zone RETURNING z.zone_id INTO dropped;
     IF NOT FOUND THEN
         IF if_exists THEN
-            RAISE NOTICE 'rate-limit zone "%" does not exist, skipping', zone;
+            RAISE NOTICE 'rate-limit zone "%" does not exist, skipping', left(zone, 128) || CASE WHEN length(zone) > 128 THEN '...' ELSE '' END;
             RETURN;
         END IF;
-        RAISE EXCEPTION 'rate-limit zone "%" does not exist', zone USING ERRCODE = '42704';
+        RAISE EXCEPTION 'rate-limit zone "%" does not exist', left(zone, 128) || CASE WHEN length(zone) > 128 THEN '...' ELSE '' END USING ERRCODE = '42704';
     END IF;
     PERFORM ratelimit.forget_zone_state(dropped);
     DELETE FROM ratelimit.state s WHERE s.zone_id = dropped;

@@ -50,11 +50,11 @@ BEGIN
         RAISE EXCEPTION 'refill must not be null' USING ERRCODE = '22004';
     END IF;
     IF refill NOT IN ('inline', 'cron') THEN
-        RAISE EXCEPTION 'unknown refill mode "%"', refill USING ERRCODE = '22023',
+        RAISE EXCEPTION 'unknown refill mode "%"', left(refill, 128) || CASE WHEN length(refill) > 128 THEN '...' ELSE '' END USING ERRCODE = '22023',
             HINT = 'The refill modes are inline (at each call) and cron (by a pg_cron job).';
     END IF;
     IF refill = 'cron' AND algorithm <> 'token_bucket' THEN
-        RAISE EXCEPTION 'refill => ''cron'' needs a token_bucket zone, not %', algorithm
+        RAISE EXCEPTION 'refill => ''cron'' needs a token_bucket zone, not %', left(algorithm, 128) || CASE WHEN length(algorithm) > 128 THEN '...' ELSE '' END
             USING ERRCODE = '0A000';
     END IF;
     IF refill = 'cron' AND store <> 'table' THEN
@@ -261,3 +261,29 @@ REVOKE ALL ON rl_keys FROM PUBLIC;
 -- GRANT EXECUTE ON FUNCTION ratelimit.keys() plus USAGE ON SCHEMA ratelimit)
 COMMENT ON VIEW rl_keys IS
     'Keys with rate-limit state, per zone and store, with what they have left now (admins only)';
+
+-- rl_headers refuses values no rate-limit function returns (a negative
+-- count or time, more remaining than the capacity): headers built from
+-- them would tell a client something false.
+CREATE OR REPLACE FUNCTION rl_headers(result rl_result)
+RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    IF result.capacity < 0 OR result.remaining < 0 OR result.remaining > result.capacity
+       OR result.reset_after < interval '0' OR result.retry_after < interval '0' THEN
+        RAISE EXCEPTION 'rl_headers() got an impossible rate-limit result'
+            USING ERRCODE = '22023',
+                  DETAIL = format('capacity %s, remaining %s, reset_after %s, retry_after %s: '
+                                  'counts and times are never negative, and remaining is at most the capacity.',
+                                  result.capacity, result.remaining, result.reset_after, result.retry_after);
+    END IF;
+    RETURN jsonb_strip_nulls(jsonb_build_object(
+        'RateLimit-Limit', result.capacity::text,
+        'RateLimit-Remaining', result.remaining::text,
+        'RateLimit-Reset', ceil(extract(epoch FROM result.reset_after))::bigint::text,
+        'Retry-After', CASE WHEN NOT result.allowed
+                            THEN ceil(extract(epoch FROM result.retry_after))::bigint::text END));
+END
+$fn$;

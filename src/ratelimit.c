@@ -13,6 +13,7 @@
 #include "commands/extension.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/datetime.h"
@@ -109,7 +110,7 @@ CheckNowOverride(char **newval, void **extra, GucSource source)
 		return true;
 	if (!ParseTimestampTz(*newval, &parsed))
 	{
-		GUC_check_errdetail("\"%s\" is not a finite timestamp with time zone.", *newval);
+		GUC_check_errdetail("\"%s\" is not a finite timestamp with time zone.", RlMessageText(*newval));
 		return false;
 	}
 	/* PostgreSQL 15 frees GUC extra data with free(). */
@@ -178,6 +179,28 @@ RlCheckKey(text *key, const char *argname)
 						   argname, len, RL_MAX_KEY_BYTES),
 				 errhint("Hash long keys, e.g. with md5(), before passing them.")));
 	return key;
+}
+
+const char *
+RlMessageText(const char *input)
+{
+	int			len = strlen(input);
+
+	if (len <= RL_MESSAGE_INPUT_BYTES)
+		return input;
+	return psprintf("%.*s...", pg_mbcliplen(input, len, RL_MESSAGE_INPUT_BYTES), input);
+}
+
+const char *
+RlMessageTextOfText(const text *input)
+{
+	int			len = VARSIZE_ANY_EXHDR(input);
+	const char *bytes = VARDATA_ANY(input);
+
+	/* Never copy the whole of a huge input only to cut it. */
+	if (len <= RL_MESSAGE_INPUT_BYTES)
+		return pnstrdup(bytes, len);
+	return psprintf("%.*s...", pg_mbcliplen(bytes, len, RL_MESSAGE_INPUT_BYTES), bytes);
 }
 
 Oid

@@ -51,6 +51,15 @@ extern text *RlCheckedKey(FunctionCallInfo fcinfo, int argno, const char *argnam
 /* A key that is not empty and not too long (errors name it argname). */
 extern text *RlCheckKey(text *key, const char *argname);
 
+/*
+ * An input as an error message may show it: at most RL_MESSAGE_INPUT_BYTES
+ * bytes, cut at a character boundary, "..." when cut.  A message never
+ * echoes unbounded input.
+ */
+#define RL_MESSAGE_INPUT_BYTES 128
+extern const char *RlMessageText(const char *input);
+extern const char *RlMessageTextOfText(const text *input);
+
 /* Raises 22004 when a required argument is NULL. */
 extern void RlRequireNotNull(FunctionCallInfo fcinfo, int argno, const char *argname);
 

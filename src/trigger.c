@@ -50,7 +50,7 @@ ColumnNumber(Relation rel, const char *name)
 	ereport(ERROR,
 			(errcode(ERRCODE_UNDEFINED_COLUMN),
 			 errmsg("column \"%s\" of relation \"%s\" does not exist",
-					name, RelationGetRelationName(rel)),
+					RlMessageText(name), RelationGetRelationName(rel)),
 			 errcontext("rl_limit_trigger() on relation \"%s\"", RelationGetRelationName(rel))));
 	return 0;					/* not reached */
 }
@@ -67,11 +67,11 @@ RowCost(Relation rel, HeapTuple tuple, const char *column)
 	if (type != INT2OID && type != INT4OID && type != INT8OID)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATATYPE_MISMATCH),
-				 errmsg("cost column \"%s\" must be smallint, integer or bigint", column)));
+				 errmsg("cost column \"%s\" must be smallint, integer or bigint", RlMessageText(column))));
 	if (isnull)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("cost column \"%s\" must not be null", column)));
+				 errmsg("cost column \"%s\" must not be null", RlMessageText(column))));
 	return type == INT2OID ? DatumGetInt16(value)
 		: type == INT4OID ? DatumGetInt32(value) : DatumGetInt64(value);
 }
@@ -90,7 +90,7 @@ RowKey(Relation rel, HeapTuple tuple, const char *column)
 	if (isnull)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("key column \"%s\" must not be null", column),
+				 errmsg("key column \"%s\" must not be null", RlMessageText(column)),
 				 errhint("A row without a key cannot be counted against a limit.")));
 	getTypeOutputInfo(TupleDescAttr(desc, attnum - 1)->atttypid, &output, &varlena);
 	return cstring_to_text(OidOutputFunctionCall(output, value));
@@ -132,7 +132,7 @@ rl_limit_trigger(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(RL_SQLSTATE_RATE_LIMITED),
 				 errmsg("rate limit of zone \"%s\" exceeded for key \"%s\": retry after %s",
-						trigger->tgargs[0], text_to_cstring(key),
+						RlMessageText(trigger->tgargs[0]), RlMessageTextOfText(key),
 						SecondsText(outcome.decision.retry_after_us)),
 				 errdetail("The row's cost is " INT64_FORMAT "; " INT64_FORMAT " of " INT64_FORMAT
 						   " remain.", cost, outcome.decision.remaining, outcome.decision.capacity),

@@ -102,7 +102,7 @@ CheckZoneDefinition(const char *algorithm_name, bool rate_null, int64 rate,
 	if (!AlgorithmFromName(algorithm_name, &algorithm))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unknown rate-limit algorithm \"%s\"", algorithm_name),
+				 errmsg("unknown rate-limit algorithm \"%s\"", RlMessageText(algorithm_name)),
 				 errhint("Use token_bucket, gcra, sliding_window, sliding_window_counter or fixed_window.")));
 	if (rate_null)
 		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
@@ -116,7 +116,7 @@ CheckZoneDefinition(const char *algorithm_name, bool rate_null, int64 rate,
 	if (strcmp(store, "table") != 0 && strcmp(store, "shmem") != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("unknown rate-limit store \"%s\"", store),
+				 errmsg("unknown rate-limit store \"%s\"", RlMessageText(store)),
 				 errhint("The stores are table and shmem.")));
 	if (strcmp(store, "shmem") == 0 && algorithm == RL_ALGORITHM_SLIDING_WINDOW)
 		ereport(ERROR,
@@ -160,7 +160,7 @@ CheckZoneDefinition(const char *algorithm_name, bool rate_null, int64 rate,
 		case RL_ZONE_BURST_NOT_APPLICABLE:
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("burst does not apply to %s", algorithm_name),
+					 errmsg("burst does not apply to %s", RlMessageText(algorithm_name)),
 					 errhint("burst is the capacity of token_bucket and gcra zones; "
 							 "window algorithms admit rate per period.")));
 			break;
@@ -373,7 +373,7 @@ RlLookupZone(text *name, RlZone *zone)
 	if (len == 0 || len > RL_MAX_ZONE_BYTES || memchr(VARDATA_ANY(name), '\0', len) != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("rate-limit zone \"%s\" does not exist", text_to_cstring(name))));
+				 errmsg("rate-limit zone \"%s\" does not exist", RlMessageTextOfText(name))));
 
 	/*
 	 * A transaction that already holds its locks takes in no invalidation

@@ -50,7 +50,7 @@ ReportCorruptState(const ZoneCall *call)
 	ereport(ERROR,
 			(errcode(ERRCODE_DATA_CORRUPTED),
 			 errmsg("rate-limit state of key \"%s\" in zone \"%s\" is corrupt",
-					text_to_cstring(call->key.key), call->zone_name),
+					RlMessageTextOfText(call->key.key), RlMessageText(call->zone_name)),
 			 errhint("rl_reset() forgets the key's state.")));
 }
 
@@ -184,7 +184,7 @@ CheckCost(const ZoneCall *call)
 	if (!rl_zone_cost_valid(&call->zone.limit, call->cost))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("cost exceeds the capacity of zone \"%s\"", call->zone_name),
+				 errmsg("cost exceeds the capacity of zone \"%s\"", RlMessageText(call->zone_name)),
 				 errdetail("cost is " INT64_FORMAT "; the capacity is " INT64_FORMAT ".",
 						   call->cost, call->zone.limit.capacity),
 				 errhint("Such a call could never be admitted.")));
@@ -417,7 +417,7 @@ rl_sliding_window(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("zone \"%s\" is a %s zone, not a sliding_window zone",
-						call.zone_name, RlAlgorithmName(call.zone.limit.algorithm)),
+						RlMessageText(call.zone_name), RlAlgorithmName(call.zone.limit.algorithm)),
 				 errhint("Use rl_limit() for zones of any algorithm.")));
 	return TakeFromZone(fcinfo, &call, "rl_sliding_window()");
 }

@@ -6,7 +6,7 @@ SET LOCAL timezone = 'UTC';
 SET LOCAL datestyle = 'ISO, YMD';
 SET LOCAL client_min_messages = warning;
 
-SELECT plan(70);
+SELECT plan(78);
 
 SET LOCAL ratelimit.now_override = '2026-01-01 00:00:00+00';
 
@@ -144,6 +144,37 @@ SELECT throws_ok($$SELECT rl_token_bucket('err-seed-a', 1, 10, -1)$$,
 -------------------------------------------------------------------------
 -- Nothing changed: the table, and the keys' state as the function sees it.
 -------------------------------------------------------------------------
+-------------------------------------------------------------------------
+-- Messages never echo unbounded input: at most 128 bytes of it, cut at a
+-- character boundary, then "...".
+-------------------------------------------------------------------------
+SELECT throws_ok(format('SELECT rl_limit(%L, %L)', repeat('z', 1000000), 'k'),
+                 '42704', 'rate-limit zone "' || repeat('z', 128) || '..." does not exist',
+                 'a 1 MB unknown zone name: 42704, 128 bytes of it in the message');
+SELECT throws_ok(format('SELECT rl_zone_set(%L, %L, 1, %L)', 'err-zone', repeat('a', 1000000), '1 minute'),
+                 '22023', 'unknown rate-limit algorithm "' || repeat('a', 128) || '..."',
+                 'a 1 MB algorithm name: 22023, 128 bytes of it in the message');
+SELECT throws_ok(format('SELECT rl_zone_set(%L, %L, 1, %L)', 'err-zone', repeat(U&'\00E9', 100), '1 minute'),
+                 '22023', 'unknown rate-limit algorithm "' || repeat(U&'\00E9', 64) || '..."',
+                 'a 200-byte algorithm name of two-byte characters is cut between characters');
+SELECT throws_ok(format('SELECT rl_zone_set(%L, %L, 1, %L)', 'err-zone', repeat('a', 128), '1 minute'),
+                 '22023', 'unknown rate-limit algorithm "' || repeat('a', 128) || '"',
+                 'an input of exactly 128 bytes is shown whole');
+
+-------------------------------------------------------------------------
+-- rl_headers refuses results no function returns.
+-------------------------------------------------------------------------
+SELECT throws_ok($$SELECT rl_headers((true, 10, 11, NULL, '0', NULL, NULL)::rl_result)$$,
+                 '22023', 'rl_headers() got an impossible rate-limit result',
+                 'rl_headers: remaining above the capacity: 22023');
+SELECT throws_ok($$SELECT rl_headers((true, 10, -1, NULL, '0', NULL, NULL)::rl_result)$$,
+                 '22023', NULL, 'rl_headers: negative remaining: 22023');
+SELECT throws_ok($$SELECT rl_headers((false, 10, 0, '-1 s', '1 s', NULL, NULL)::rl_result)$$,
+                 '22023', NULL, 'rl_headers: negative retry_after: 22023');
+SELECT is(rl_headers((false, 10, 0, '1.2 s', '3 s', NULL, NULL)::rl_result),
+          '{"Retry-After": "2", "RateLimit-Limit": "10", "RateLimit-Reset": "3", "RateLimit-Remaining": "0"}'::jsonb,
+          'rl_headers: a possible result gives its headers');
+
 SELECT results_eq(
     $$SELECT id, tokens, updated_at FROM ratelimit.token_bucket ORDER BY id$$,
     $$SELECT id, tokens, updated_at FROM rl_before ORDER BY id$$,
