@@ -43,6 +43,7 @@ RL_PACKAGES=(
 	postgresql-$RL_PG_VERSION-cron postgresql-$RL_PG_VERSION-pgtap
 	libtap-parser-sourcehandler-pgtap-perl
 	libgtest-dev
+	sqlsmith procps
 )
 
 # Installs the Debian packages in "$@" (default: RL_PACKAGES) that are missing.

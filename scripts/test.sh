@@ -17,6 +17,9 @@
 #   cron        test/cron/cron.sh    the pg_cron refill mode with a real
 #                                    pg_cron (own clusters; waits up to
 #                                    75 s for the scheduler)
+#   sqlsmith    test/fuzz/sqlsmith.sh  random SQL over the extension's
+#                                    functions, seeded (own cluster, ~2.5
+#                                    min); fails on any server crash
 #
 # The shmem store's suites (sql/shmem.sql, test/isolation/specs/shmem_*,
 # test/pgtap/shmem.sql, test/fault/shmem.sh, the load test with
@@ -129,6 +132,8 @@ echo "---- faults in the middle of calls (once)"
 run_tap_script "fault (audit)" "$RESULTS/fault-audit.log" bash test/fault/audit.sh
 echo "---- pg_cron refill mode, end to end (once)"
 run_tap_script "cron (pg_cron)" "$RESULTS/cron.log" bash test/cron/cron.sh
+echo "---- sqlsmith over the SQL API (once, own cluster)"
+run_tap_script "fuzz (sqlsmith)" "$RESULTS/sqlsmith.log" bash test/fuzz/sqlsmith.sh
 
 for access in direct spi; do
 	export PGOPTIONS="-c ratelimit.table_access=$access"
