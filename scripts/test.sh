@@ -17,6 +17,12 @@
 #   cron        test/cron/cron.sh    the pg_cron refill mode with a real
 #                                    pg_cron (own clusters; waits up to
 #                                    75 s for the scheduler)
+#   exact       test/load/exact.sh   pgbench, limits out of reach: every key
+#                                    took exactly its calls (a lost update
+#                                    shows), both stores and access paths
+#   growth      test/load/shmem_growth.sh  the shmem store splitting through
+#                                    many levels under concurrent readers
+#                                    (own cluster, ~75 s)
 #   sqlsmith    test/fuzz/sqlsmith.sh  random SQL over the extension's
 #                                    functions, seeded (own cluster, ~2.5
 #                                    min); fails on any server crash
@@ -134,6 +140,10 @@ echo "---- pg_cron refill mode, end to end (once)"
 run_tap_script "cron (pg_cron)" "$RESULTS/cron.log" bash test/cron/cron.sh
 echo "---- sqlsmith over the SQL API (once, own cluster)"
 run_tap_script "fuzz (sqlsmith)" "$RESULTS/sqlsmith.log" bash test/fuzz/sqlsmith.sh
+echo "---- exact counts under concurrency: both stores, both access paths (once, own cluster)"
+run_tap_script "load, exact" "$RESULTS/load-exact.log" bash test/load/exact.sh
+echo "---- shmem store growth under concurrent readers (once, own cluster)"
+run_tap_script "load, shmem growth" "$RESULTS/load-shmem-growth.log" bash test/load/shmem_growth.sh
 
 for access in direct spi; do
 	export PGOPTIONS="-c ratelimit.table_access=$access"

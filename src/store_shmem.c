@@ -272,11 +272,27 @@ OverflowHeadsSize(void)
 
 static bool SetInUse(uint32 index, uint64 shape);
 
+#ifdef USE_ASSERT_CHECKING
+/*
+ * Whether a set is in use, read without the lock of a split under way.  A
+ * split clears an early split's bit only after publishing a shape that
+ * covers its set, so a shape read after a cleared bit says it is in use.
+ */
+static bool
+SetInUseNow(uint32 index)
+{
+	if (SetInUse(index, pg_atomic_read_u64(&shmem->shape)))
+		return true;
+	pg_read_barrier();
+	return SetInUse(index, pg_atomic_read_u64(&shmem->shape));
+}
+#endif
+
 static ShmemSet *
 SetAt(uint32 index)
 {
 	Assert(index < shmem->nsets);
-	Assert(SetInUse(index, pg_atomic_read_u64(&shmem->shape)));
+	Assert(SetInUseNow(index));
 	return &shmem_sets[index];
 }
 
