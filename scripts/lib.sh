@@ -167,6 +167,16 @@ rl_cluster_stop() {
 	rl_cluster_ctl stop -m fast -w >/dev/null 2>&1 || rl_cluster_ctl stop -m immediate -w >/dev/null 2>&1 || true
 }
 
+# rl_wait_answering [DB]: prints yes once the cluster answers in DB
+# (default postgres) within 60 s (e.g. after a crash restart), else no.
+rl_wait_answering() {
+	for _ in $(seq 1 120); do
+		[ "$(rl_psql -d "${1:-postgres}" -tA -c 'SELECT 1' 2>/dev/null)" = 1 ] && { echo yes; return; }
+		sleep 0.5
+	done
+	echo no
+}
+
 rl_psql() {
 	"$RL_PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 "$@"
 }

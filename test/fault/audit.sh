@@ -32,13 +32,6 @@ CLOCK='2026-01-01 00:00:00+00'
 q() { rl_psql -d "$DB" -tA -c "SET ratelimit.now_override = '$CLOCK'" -c "$1" 2>&1; }
 # session: a script on one connection that goes on after errors (stdin).
 session() { "$RL_PG_BIN/psql" -X -q -d "$DB" -tA -v ON_ERROR_STOP=0 2>&1; }
-wait_answering() {
-	for _ in $(seq 1 120); do
-		[ "$(rl_psql -d "$DB" -tA -c 'SELECT 1' 2>/dev/null)" = 1 ] && { echo yes; return; }
-		sleep 0.5
-	done
-	echo no
-}
 # busy_pid PATTERN [CONDITION]: the pid of the active backend of $DB whose
 # query contains PATTERN (and that meets CONDITION on pg_stat_activity),
 # once it has run a moment more; waits up to 20 s, else prints nothing.
@@ -112,7 +105,7 @@ pid=$(busy_pid killme "AND backend_xid IS NOT NULL")
 [ -n "$pid" ] && rl_as_cluster_user kill -9 "$pid"
 wait "$bulk" 2>/dev/null
 rl_check "(a) found the busy backend, writing, and killed it" yes "$([ -n "$pid" ] && echo yes || echo no)"
-rl_check "(a) the server answers after crash recovery" yes "$(wait_answering)"
+rl_check "(a) the server answers after crash recovery" yes "$(rl_wait_answering "$DB")"
 rl_check "(a) the server log shows the kill and the recovery" "yes yes" \
 	"$(grep -q "(PID $pid) was terminated by signal 9" "$RL_CLUSTER_DIR/server.log" && echo yes || echo no) $(grep -q 'all server processes terminated; reinitializing' "$RL_CLUSTER_DIR/server.log" && echo yes || echo no)"
 rl_check "(a) ratelimit.history kept every committed record" "$history_before" "$(q "SELECT count(*) FROM ratelimit.history")"

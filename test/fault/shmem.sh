@@ -50,13 +50,6 @@ new_db() {
 	rl_psql -d postgres -c "DROP DATABASE IF EXISTS $1" -c "CREATE DATABASE $1" >/dev/null
 	rl_psql -d "$1" -c 'CREATE EXTENSION ratelimit' -c "$RL_ERR_OF_SQL" >/dev/null
 }
-wait_answering() {
-	for _ in $(seq 1 120); do
-		[ "$(rl_psql -d postgres -tA -c 'SELECT 1' 2>/dev/null)" = 1 ] && { echo yes; return; }
-		sleep 0.5
-	done
-	echo no
-}
 state_file() {		# present / absent
 	if rl_as_cluster_user test -e "$RL_PGDATA/pg_stat/ratelimit_shmem.state"; then echo present; else echo absent; fi
 }
@@ -118,7 +111,7 @@ pid=$(rl_kill_busy_backend "$DB" killed \
 	"SET ratelimit.now_override = '$CLOCK'; SELECT remaining = 0 FROM rl_limit('f_tb', 'killed', 0)")
 wait "$bulk" 2>/dev/null
 rl_check "(c) killed the busy backend while it was calling (its key emptied)" yes "$([ -n "$pid" ] && echo yes || echo no)"
-rl_check "(c) the server answers after crash recovery" yes "$(wait_answering)"
+rl_check "(c) the server answers after crash recovery" yes "$(rl_wait_answering)"
 rl_check "(c) the server log shows the crash" yes \
 	"$(grep -q 'terminated by signal 9' "$RL_CLUSTER_DIR/server.log" && echo yes || echo no)"
 rl_check "(c) nothing was loaded at the reinitialization" 2 "$(loaded_lines)"
@@ -134,7 +127,7 @@ rl_check "(b) rl_token_bucket: take 8 of 10" 2 "$(q "SELECT rl_token_bucket('fau
 rl_cluster_ctl stop -m immediate -w >/dev/null
 rl_check "(b) stop -m immediate writes no state file" absent "$(state_file)"
 rl_cluster_ctl start -w -l "$RL_CLUSTER_DIR/server.log" >/dev/null
-rl_check "(b) the server answers after the immediate stop" yes "$(wait_answering)"
+rl_check "(b) the server answers after the immediate stop" yes "$(rl_wait_answering)"
 rl_check "(b) nothing was loaded" 2 "$(loaded_lines)"
 rl_check "(b) the zone key starts full" 10 "$(q "SELECT remaining FROM rl_limit('f_tb', 'k', 0)")"
 rl_check "(b) the fixed_window key starts full" 5 "$(q "SELECT remaining FROM rl_limit('f_fw', 'k', 0)")"
@@ -243,7 +236,7 @@ rl_check "(d) the server log warns that the store is full, at most once per 10 s
 	"$([ "$full_warnings" -ge 1 ] && [ "$full_warnings" -le $(( full_seconds / 10 + 1 )) ] && echo yes || echo no)"
 rl_check "(d) the warning names the setting to raise" yes \
 	"$(grep -q 'HINT:  Raise ratelimit.shmem_max_keys (now 62' "$RL_CLUSTER_DIR/server.log" && echo yes || echo no)"
-rl_check "(d) the server is healthy" yes "$(wait_answering)"
+rl_check "(d) the server is healthy" yes "$(rl_wait_answering)"
 rl_check "(d) no backend crashed" no \
 	"$(grep -qE 'terminated by signal|server process .* was terminated' "$RL_CLUSTER_DIR/server.log" && echo yes || echo no)"
 rl_cluster_stop
@@ -355,7 +348,7 @@ rl_check "(g) 20000 keys that recover at once, then 20000 more a second later" "
 	   CLOCK='2026-01-01 00:00:01+00' q "SELECT count(*) FILTER (WHERE (rl_limit('grow_idle', 'j' || i)).allowed) FROM generate_series(1, 20000) i")"
 rl_check "(g) the store grew for them: nothing evicted, all 40000 kept" "40000 0 0 0 40000" \
 	"$(counters grow_idle) $(q "SELECT count(*) FROM rl_keys WHERE zone = 'grow_idle'")"
-rl_check "(g) the server is healthy" yes "$(wait_answering)"
+rl_check "(g) the server is healthy" yes "$(rl_wait_answering)"
 rl_cluster_stop
 
 ###########################################################################
@@ -391,7 +384,7 @@ else
 	rl_check "(e) rl_counters is empty" 0 "$(q "SELECT count(*) FROM rl_counters")"
 	rl_check "(e) a shmem zone can be dropped" "" "$(q "SELECT rl_zone_drop('np_shmem')")"
 fi
-rl_check "(e) the server is healthy" yes "$(wait_answering)"
+rl_check "(e) the server is healthy" yes "$(rl_wait_answering)"
 rl_cluster_stop
 
 echo "fault (shmem): $passed passed, $failed failed"

@@ -260,13 +260,6 @@ echo "# setup: 19 zones (5 algorithms, both stores) in each of 3 databases; rl_s
 rl_check "setup: databases, zones, tables, keys, a full shmem store" yes \
 	"$([ "$setup_ok" = yes ] && [[ $full =~ ^[1-9][0-9]*$ ]] && echo yes || echo no)"
 
-wait_answering() {
-	for _ in $(seq 1 120); do
-		[ "$(rl_psql -d postgres -tA -c 'SELECT 1' 2>/dev/null)" = 1 ] && { echo yes; return; }
-		sleep 0.5
-	done
-	echo no
-}
 
 # log_part FROM TO: the server log's bytes FROM to TO.
 log_part() { tail -c +"$(($1 + 1))" "$LOG" | head -c "$(($2 - $1))"; }
@@ -356,7 +349,7 @@ for base_seed in $SEEDS; do
 			tail -5 "$errlog" | sed 's/^/#   /'
 		fi
 
-		answering=$(wait_answering)
+		answering=$(rl_wait_answering)
 		log_to=$(stat -c %s "$LOG")
 		pass_crash_lines=$((pass_crash_lines + $(log_part "$log_from" "$log_to" | grep -cE "$CRASH_RE")))
 		crashes=$(report_crashes "$log_from" "$log_to" "$dump" "$errlog" "$pass" "$seed")
