@@ -22,7 +22,8 @@
 #               (h) any N keys fit whatever their hashes: 400 keys that
 #               share one set of 31 are all kept beside 1500 others in a
 #               store of 2000 (lent ways), found again, after a restart
-#               too; a reset and a zone drop give the lent ways back
+#               too; a reset and a zone drop give the lent ways back;
+#               two clients race to create and decide on 400 such keys
 #   nopreload   (e) without ratelimit in shared_preload_libraries: a shmem
 #               call raises 55000 with a hint, everything else works
 set -uo pipefail
@@ -296,15 +297,19 @@ rl_cluster_start shmemgrow "fsync = off" "ratelimit.shmem_max_keys = 2000"
 new_db $DB
 q "SELECT rl_zone_set('spread', 'token_bucket', 100, '100000 seconds', store => 'shmem'),
           rl_zone_set('hot', 'token_bucket', 100, '100000 seconds', store => 'shmem')" >/dev/null
-q "CREATE TABLE colliding AS
-   WITH seed AS (SELECT ((SELECT oid FROM pg_database WHERE datname = current_database())::bigint << 32)
-                        | (SELECT zone_id FROM ratelimit.zone WHERE zone = 'hot') AS seed),
-        hashed AS (SELECT i, 'c' || i AS key,
-                          (hashtextextended('c' || i, seed) >> 32) & 4294967295 AS high
-                   FROM seed, generate_series(1, 100000) i),
-        placed AS (SELECT i, key, ((high >> 16) * 17 >> 16) + 17 * (high & 3) AS set_index FROM hashed)
-   SELECT key FROM placed
-   WHERE set_index = (SELECT set_index FROM placed WHERE i = 1) ORDER BY i LIMIT 400" >/dev/null
+# colliding ZONE TABLE: creates TABLE(key) of 400 keys of ZONE that share one set.
+colliding() {
+	q "CREATE TABLE $2 AS
+	   WITH seed AS (SELECT ((SELECT oid FROM pg_database WHERE datname = current_database())::bigint << 32)
+	                        | (SELECT zone_id FROM ratelimit.zone WHERE zone = '$1') AS seed),
+	        hashed AS (SELECT i, 'c' || i AS key,
+	                          (hashtextextended('c' || i, seed) >> 32) & 4294967295 AS high
+	                   FROM seed, generate_series(1, 100000) i),
+	        placed AS (SELECT i, key, ((high >> 16) * 17 >> 16) + 17 * (high & 3) AS set_index FROM hashed)
+	   SELECT key FROM placed
+	   WHERE set_index = (SELECT set_index FROM placed WHERE i = 1) ORDER BY i LIMIT 400" >/dev/null
+}
+colliding hot colliding
 rl_check "(h) 400 keys of one set (of 68) found" 400 "$(q "SELECT count(*) FROM colliding")"
 rl_check "(h) policy deny: 1500 spread keys, then the 400 of one set, all admitted" "1500 0 400 0" \
 	"$(many "$CLOCK" spread s 1500 ratelimit.shmem_full_policy=deny) $(
@@ -333,6 +338,24 @@ rl_check "(h) dropping the zone frees its 400 ways, lent ones too: 608 new keys 
 	"1500 608 0" "$(q "SELECT count(*) FROM rl_keys WHERE zone = 'spread'") $(many "$CLOCK" after f 608 ratelimit.shmem_full_policy=deny)"
 rl_check "(h) the store is now truly full: one more key is refused (deny) and counted" "0 1 1 0 1" \
 	"$(many "$CLOCK" after one 1 ratelimit.shmem_full_policy=deny) $(counters after | cut -d' ' -f2-)"
+# The same, concurrently: two clients each call all 400 keys of one set,
+# 30 times, racing to create every key (each needs a lent way) and then to
+# decide on keys that sit in lent ways.  Every call is admitted (a limit
+# out of reach), so each key must have taken exactly 60.
+q "SELECT rl_zone_drop('after'), rl_zone_set('race', 'fixed_window', 1000000000, '100 days', store => 'shmem')" >/dev/null
+colliding race colliding_race
+race_script=$(mktemp)
+chmod 644 "$race_script"
+echo "SELECT count(rl_limit('race', key, 1)) FROM colliding_race;" >"$race_script"
+PGOPTIONS="-c ratelimit.now_override=${CLOCK// /\\ } -c ratelimit.shmem_full_policy=deny" \
+	"$RL_PG_BIN/pgbench" -n -c 2 -j 2 -t 30 -f "$race_script" "$DB" >/dev/null 2>&1
+race_status=$?
+rm -f "$race_script"
+rl_check "(h) two clients, 30 times each over the 400 keys of one set: pgbench ran" 0 "$race_status"
+rl_check "(h) each key once, each took exactly 60; 24000 allowed, none refused, evicted or full" \
+	"400 400 0 24000 0 0 0" \
+	"$(q "SELECT count(*) || ' ' || count(DISTINCT key) || ' ' || count(*) FILTER (WHERE remaining <> 1000000000 - 60)
+	      FROM rl_keys WHERE zone = 'race'") $(counters race)"
 rl_check "(h) no backend crashed" no \
 	"$(grep -qE 'terminated by signal|server process .* was terminated|TRAP' "$RL_CLUSTER_DIR/server.log" && echo yes || echo no)"
 # Keys that have recovered could be evicted for new ones: a store that can
