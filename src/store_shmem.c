@@ -1706,8 +1706,8 @@ RlShmemInit(void)
 
 	DefineCustomIntVariable("ratelimit.shmem_max_keys",
 							"Number of keys the shmem store holds.",
-							"Needs ratelimit in shared_preload_libraries; each key takes about "
-							"131 bytes of shared memory, touched as keys arrive.",
+							"Needs ratelimit in shared_preload_libraries; any this many keys fit, "
+							"each taking about 132 bytes of shared memory, touched as keys arrive.",
 							&rl_shmem_max_keys,
 							100000, RL_SHMEM_WAYS, 100000000,
 							PGC_POSTMASTER, 0, NULL, NULL, NULL);
