@@ -202,6 +202,7 @@ typedef struct ShmemHeader
 	uint32		max_level;
 	pg_atomic_uint64 shape;		/* SHAPE(level, split) of the sets in use */
 	pg_atomic_uint32 overflow_cursor;	/* where the next search for a way to lend starts */
+	pg_atomic_uint64 full_at;	/* decision time a search found no way to lend; 0: none since a way was freed */
 	pg_atomic_uint64 last_full_warning;	/* TimestampTz of the last "store is full" WARNING */
 	pg_atomic_uint32 zone_slots_warned; /* the counters' slots ran out: said once */
 	ZoneCounters zones[RL_SHMEM_ZONE_SLOTS];
@@ -694,11 +695,20 @@ FillEntry(ShmemEntry *entry, const ShmemKey *key, const RlShmemLimit *limit, con
 	SetEntryState(entry, row, limit);
 }
 
+/* A way was given up: a search for a way to lend may find it. */
+static void
+ForgetStoreFull(void)
+{
+	if (pg_atomic_read_u64(&shmem->full_at) != 0)
+		pg_atomic_write_u64(&shmem->full_at, 0);
+}
+
 static void
 FreeEntry(ShmemSet *set, int index)
 {
 	set->tags[index] = 0;
 	memset(&set->entries[index], 0, sizeof(ShmemEntry));
+	ForgetStoreFull();
 }
 
 /*
@@ -986,6 +996,7 @@ ReleaseForeignWay(WayRef ref)
 {
 	pg_write_barrier();			/* every write to the entry before the host's */
 	((volatile uint16 *) shmem_sets[WayRefSet(ref)].tags)[WayRefWay(ref)] = RL_TAG_ORPHAN;
+	ForgetStoreFull();
 }
 
 /* Takes the entry *link points at out of its chain (the home's lock is held) and lets it go. */
@@ -1018,6 +1029,16 @@ SetHasFreeWay(const ShmemSet *set)
 }
 
 /*
+ * A search that finds no way to lend reads every set.  Once one has, calls
+ * at the same decision time, or up to this much later, skip it (keys are
+ * not recovering meanwhile), unless a way was freed since (a search under
+ * way while it is freed may still miss it, for one interval at most): on a
+ * store that is truly full a new key costs one search per interval, not
+ * one per call.
+ */
+#define RL_FULL_SEARCH_INTERVAL USECS_PER_SEC
+
+/*
  * Reserves a way of a set other than home for a key of home, whose set is
  * full: a free way, else one whose own key has recovered (evicted).  0 when
  * no set has one: the store holds more keys than it was sized for.  Only
@@ -1028,8 +1049,11 @@ ReserveForeignWay(uint32 home, TimestampTz now)
 {
 	uint32		nsets = shmem->nsets;
 	uint32		start = pg_atomic_fetch_add_u32(&shmem->overflow_cursor, 1) % nsets;
+	TimestampTz full_at = (TimestampTz) pg_atomic_read_u64(&shmem->full_at);
 
 	Assert(StoreFullyGrown());
+	if (full_at != 0 && now >= full_at && now - full_at < RL_FULL_SEARCH_INTERVAL)
+		return 0;
 	for (int pass = 0; pass < 2; pass++)
 	{
 		bool		evict = pass == 1;	/* only once no set has a free way */
@@ -1055,6 +1079,7 @@ ReserveForeignWay(uint32 home, TimestampTz now)
 				return MakeWayRef(index, way);
 		}
 	}
+	pg_atomic_write_u64(&shmem->full_at, (uint64) now);
 	return 0;
 }
 
@@ -1662,6 +1687,7 @@ ShmemStartup(void)
 		shmem->nsets = shmem->base << shmem->max_level;
 		pg_atomic_init_u64(&shmem->shape, SHAPE(0, 0));
 		pg_atomic_init_u32(&shmem->overflow_cursor, 0);
+		pg_atomic_init_u64(&shmem->full_at, 0);
 		pg_atomic_init_u64(&shmem->last_full_warning, 0);
 		pg_atomic_init_u32(&shmem->zone_slots_warned, 0);
 		memset(overflow_heads, 0, OverflowHeadsSize());

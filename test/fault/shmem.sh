@@ -339,6 +339,11 @@ rl_check "(h) dropping the zone frees its 400 ways, lent ones too: 608 new keys 
 	"1500 608 0" "$(q "SELECT count(*) FROM rl_keys WHERE zone = 'spread'") $(many "$CLOCK" after f 608 ratelimit.shmem_full_policy=deny)"
 rl_check "(h) the store is now truly full: one more key is refused (deny) and counted" "0 1 1 0 1" \
 	"$(many "$CLOCK" after one 1 ratelimit.shmem_full_policy=deny) $(counters after | cut -d' ' -f2-)"
+# A truly full store skips the search for a second of decision time, but
+# not once a key has gone: at the same clock, the next new key fits.
+rl_check "(h) a key reset on the full store: a new key fits at once, the next is refused again" "t 1 0 0 1" \
+	"$(q "SELECT rl_reset('after', 'f1')") $(many "$CLOCK" after two 1 ratelimit.shmem_full_policy=deny) $(
+	   many "$CLOCK" after three 1 ratelimit.shmem_full_policy=deny)"
 # The same, concurrently: two clients each call all 400 keys of one set,
 # 30 times, racing to create every key (each needs a lent way) and then to
 # decide on keys that sit in lent ways.  Every call is admitted (a limit
