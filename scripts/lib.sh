@@ -79,6 +79,25 @@ rl_build_install() {
 		|| rl_die "the installed ratelimit.so is not the one just built"
 }
 
+# rl_private_pg DIR: a private copy of the system's PostgreSQL
+# $RL_PG_VERSION (binaries, libraries, share and server headers) under DIR,
+# which PostgreSQL finds relative to its binaries; prints its bin
+# directory.  With RL_PG_BIN pointing there, a build installs into the copy
+# and clusters load it: a test run then leaves the system's PostgreSQL alone
+# and can run beside other work on the machine (test/repeat.sh does so).
+rl_private_pg() {
+	local dir=$1 part
+	rm -rf "$dir"
+	for part in lib share include; do
+		local from=/usr/$part/postgresql/$RL_PG_VERSION
+		[ "$part" = lib ] || [ -d "$from" ] || continue
+		mkdir -p "$dir/usr/$part/postgresql"
+		cp -a "$from" "$dir/usr/$part/postgresql/" || rl_die "could not copy $from"
+	done
+	chmod -R o+rX "$dir"
+	echo "$dir/usr/lib/postgresql/$RL_PG_VERSION/bin"
+}
+
 # The OS user that runs clusters: PostgreSQL refuses to run as root.
 rl_cluster_user() {
 	if [ "$(id -u)" -eq 0 ]; then echo postgres; else id -un; fi

@@ -39,6 +39,14 @@ source "$(dirname "$0")/lib.sh"
 cd "$RL_ROOT"
 
 rl_install_packages
+# RL_PRIVATE_PG=1: test in a private copy of PostgreSQL (.pg/), leaving the
+# system's installed extension alone.
+if [ "${RL_PRIVATE_PG:-0}" = 1 ]; then
+	RL_PG_BIN=$(rl_private_pg "$RL_ROOT/.pg") || exit 1
+	export RL_PG_BIN
+	rl_allow_traverse "$RL_PG_BIN"
+	rl_log "testing in a private copy of PostgreSQL: $RL_PG_BIN"
+fi
 RL_ASSERTS=1 rl_build_install
 
 RESULTS=$RL_ROOT/results
