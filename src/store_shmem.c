@@ -6,7 +6,8 @@
  * this store runs the same decide callbacks on a row kept in shared memory.
  *
  * Layout: a set-associative table.  A key's hash picks one set of
- * RL_SHMEM_WAYS entries, 63 cache lines; each set has its own spinlock,
+ * RL_SHMEM_WAYS entries, 2 * RL_SHMEM_WAYS + 1 cache lines (63 on x86-64);
+ * each set has its own spinlock,
  * held for the few hundred nanoseconds of one decision (the decide callbacks
  * of this store neither raise errors nor allocate), in a line of 16-bit tags
  * so that a lookup reads one entry, not all of them: three cache lines
@@ -82,7 +83,12 @@
 PG_FUNCTION_INFO_V1(rl_shmem_counters);
 PG_FUNCTION_INFO_V1(rl_shmem_keys);
 
-#define RL_SHMEM_WAYS 31
+/*
+ * As many ways as 16-bit tags fit beside the set's lock in its first cache
+ * line: 31 where a spinlock is a byte (x86-64), 30 where it is an int
+ * (arm64).
+ */
+#define RL_SHMEM_WAYS ((int) ((RL_CACHE_LINE - sizeof(slock_t)) / sizeof(uint16)))
 #define RL_SHMEM_INLINE_KEY 48
 #define RL_CACHE_LINE 64			/* x86-64's and most arm64's; PG_CACHE_LINE_SIZE is 128 */
 #define RL_SHMEM_ZONE_SLOTS 1024
@@ -156,11 +162,13 @@ typedef struct ShmemSet
 } ShmemSet;
 
 /*
- * 63 lines, not 64: consecutive sets start at consecutive cache indices
- * (mod 64), so the sets' lock lines spread over all of a cache's sets.
+ * An odd number of lines (63 on x86-64, 61 on arm64), not 64: consecutive
+ * sets start at different cache indices (mod 64), so the sets' lock lines
+ * spread over all of a cache's sets.
  */
-StaticAssertDecl(sizeof(ShmemSet) == 63 * RL_CACHE_LINE,
-				 "a shmem set is 63 cache lines");
+StaticAssertDecl(sizeof(ShmemSet) == (2 * RL_SHMEM_WAYS + 1) * RL_CACHE_LINE,
+				 "a shmem set is its lock line and two lines per way");
+StaticAssertDecl(RL_SHMEM_WAYS <= 32, "a WayRef numbers 32 ways per set");
 
 /* What rl_counters shows per zone, in its column order. */
 typedef enum ZoneCount
