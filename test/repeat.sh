@@ -8,7 +8,10 @@
 #   REPEAT_REF      commit to test (default HEAD), resolved once at the start
 #                   so a commit made during the runs does not change what is
 #                   tested; uncommitted changes are never part of a run
-#   REPEAT_COMMAND  command run in each clone (default: bash scripts/test.sh)
+#   REPEAT_COMMAND  command run in each clone (default: RL_PRIVATE_PG=1 bash
+#                   scripts/test.sh: each run installs into a private copy of
+#                   PostgreSQL inside its clone, so runs leave the system's
+#                   installed extension alone and other work can go on)
 #   REPEAT_OUT      output directory (default /tmp/ratelimit-repeat-<time>);
 #                   must not exist or be empty.  Holds run-01.log ... (each
 #                   run's full output), run-NN.results/ for failed runs (the
@@ -28,14 +31,14 @@
 # the suite whose "<suite>: N passed, M failed" line follows it, which is
 # where scripts/test.sh prints a failed suite's output.
 #
-# Note: every run installs the extension it builds into the system's
-# PostgreSQL, like scripts/test.sh does; do not run this next to another
-# test run on the same machine.
+# Note: with a REPEAT_COMMAND without RL_PRIVATE_PG=1, every run installs
+# the extension it builds into the system's PostgreSQL, like
+# scripts/test.sh does; then do not run this next to other test runs.
 set -uo pipefail
 
 RUNS=${1:-20}
 REF=${REPEAT_REF:-HEAD}
-COMMAND=${REPEAT_COMMAND:-bash scripts/test.sh}
+COMMAND=${REPEAT_COMMAND:-RL_PRIVATE_PG=1 bash scripts/test.sh}
 TIMEOUT=${REPEAT_TIMEOUT:-1800}
 PG_BIN=${RL_PG_BIN:-/usr/lib/postgresql/15/bin}
 
