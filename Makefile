@@ -5,6 +5,8 @@ MODULE_big = ratelimit
 OBJS = \
 	src/cron.o \
 	src/gc.o \
+	src/http_guard.o \
+	src/privilege_hint.o \
 	src/ratelimit.o \
 	src/state_cache.o \
 	src/store_direct.o \
@@ -14,6 +16,7 @@ OBJS = \
 	src/trigger.o \
 	src/zone.o \
 	src/zone_sql.o \
+	src/core/client_address.o \
 	src/core/sliding_window.o \
 	src/core/token_bucket.o \
 	src/core/zone.o

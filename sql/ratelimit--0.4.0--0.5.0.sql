@@ -122,12 +122,28 @@ LANGUAGE C;
 COMMENT ON FUNCTION rl_limit_trigger() IS
     'Row trigger: each inserted or updated row is a call on the zone (trigger arguments: zone, key column, optional cost column); a row over the limit raises SQLSTATE RL429';
 
+-- The client's address as the trusted proxies wrote it: the entry
+-- trusted_proxies from the right of X-Forwarded-For (or of Forwarded,
+-- RFC 7239), normalised; NULL when there is none to trust.  Reads no
+-- rate-limit state: PUBLIC may execute it.
+CREATE FUNCTION rl_client_address(x_forwarded_for text, forwarded text,
+                                  trusted_proxies int DEFAULT NULL,
+                                  proxy_header text DEFAULT NULL)
+RETURNS inet
+AS 'MODULE_PATHNAME', 'rl_client_address'
+LANGUAGE C STABLE PARALLEL SAFE;
+COMMENT ON FUNCTION rl_client_address(text, text, int, text) IS
+    'The client address the trusted proxies appended (counted from the right; NULL arguments: ratelimit.trusted_proxies and ratelimit.proxy_header), or NULL when there is none to trust';
+
 -- PostgREST's db-pre-request hook (and Supabase's): one call per request,
--- keyed by the JWT subject, else the client address (the first hop of
--- X-Forwarded-For), else one shared key.  The RateLimit headers go into
--- response.headers; a refusal raises PT429, which PostgREST answers with
--- HTTP 429.
-CREATE FUNCTION rl_http_guard(zone text, key text DEFAULT NULL)
+-- keyed by the JWT subject (PostgREST verified its signature), else the
+-- client address the trusted proxies appended, else 'ip:unknown'.  The
+-- RateLimit headers go into response.headers; a refusal raises PostgREST's
+-- PGRST error, which becomes a 429 carrying Retry-After and the RateLimit
+-- headers (ratelimit.guard_error = 'pt429': a bare PT429 instead).
+CREATE FUNCTION rl_http_guard(zone text, key text DEFAULT NULL,
+                              trusted_proxies int DEFAULT NULL,
+                              proxy_header text DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -137,7 +153,10 @@ DECLARE
     claims jsonb;
     request_headers jsonb;
     result @extschema@.rl_result;
+    headers jsonb;
     response jsonb;
+    message text;
+    wait text;
 BEGIN
     IF zone IS NULL THEN
         RAISE EXCEPTION 'zone must not be null' USING ERRCODE = '22004';
@@ -148,7 +167,9 @@ BEGIN
         EXCEPTION WHEN invalid_text_representation THEN
             claims := NULL;     -- not PostgREST's JSON: no subject
         END;
-        k := 'sub:' || (claims ->> 'sub');
+        IF jsonb_typeof(claims) = 'object' THEN
+            k := 'sub:' || (claims ->> 'sub');
+        END IF;
     END IF;
     IF k IS NULL THEN
         BEGIN
@@ -156,29 +177,51 @@ BEGIN
         EXCEPTION WHEN invalid_text_representation THEN
             request_headers := NULL;
         END;
-        k := 'ip:' || nullif(btrim(split_part(request_headers ->> 'x-forwarded-for', ',', 1)), '');
+        IF jsonb_typeof(request_headers) <> 'object' THEN
+            request_headers := NULL;
+        END IF;
+        k := 'ip:' || coalesce(host(@extschema@.rl_client_address(
+                                   request_headers ->> 'x-forwarded-for',
+                                   request_headers ->> 'forwarded',
+                                   trusted_proxies, proxy_header)),
+                               'unknown');
     END IF;
-    k := coalesce(k, 'anonymous');
     -- A subject can be longer than a key may be.
     IF octet_length(k) > 1024 THEN
         k := 'md5:' || md5(k);
     END IF;
 
-    -- PostgREST runs GET and HEAD read-only: the table store cannot write.
-    IF current_setting('transaction_read_only') = 'on'
-       AND EXISTS (SELECT FROM @extschema@.rl_zones z WHERE z.zone = rl_http_guard.zone AND z.store = 'table') THEN
-        RAISE EXCEPTION 'rl_http_guard() needs a shmem zone in a read-only transaction' USING ERRCODE = '25006',
-            DETAIL = format('Zone "%s" keeps its state in a table; PostgREST runs GET and HEAD requests read-only.', zone),
-            HINT = 'Use a zone on the shmem store: rl_zone_set(..., store => ''shmem'').';
+    result := @extschema@.rl_limit(zone, k);
+    headers := @extschema@.rl_headers(result);
+
+    IF NOT result.allowed THEN
+        message := format('rate limit of zone "%s" exceeded', zone);
+        wait := ceil(extract(epoch FROM result.retry_after))::bigint::text;
+        IF current_setting('ratelimit.guard_error') = 'pt429' THEN
+            RAISE EXCEPTION USING ERRCODE = 'PT429', MESSAGE = message,
+                DETAIL = format('Retry after %s s.', wait),
+                HINT = 'Wait for the Retry-After header''s seconds before the next request.';
+        END IF;
+        -- PostgREST takes the response from the error: MESSAGE is the body,
+        -- DETAIL the status and headers.
+        RAISE EXCEPTION USING ERRCODE = 'PGRST',
+            MESSAGE = jsonb_build_object(
+                'code', 'RL429',
+                'message', message,
+                'details', format('Retry after %s s.', wait),
+                'hint', 'Wait for the Retry-After header''s seconds before the next request.')::text,
+            DETAIL = jsonb_build_object(
+                'status', 429,
+                'status_text', 'Too Many Requests',
+                'headers', headers)::text;
     END IF;
-    SELECT * INTO result FROM @extschema@.rl_limit(zone, k);
 
     -- PostgREST's format: an array of one-header objects.  Keep what was
     -- set before, but the RateLimit headers of an earlier guard call: the
     -- latest decision replaces them.
     SELECT coalesce(jsonb_agg(jsonb_build_object(h.key, h.value) ORDER BY h.key), '[]'::jsonb)
     INTO response
-    FROM jsonb_each_text(@extschema@.rl_headers(result)) h;
+    FROM jsonb_each_text(headers) h;
     BEGIN
         SELECT coalesce(jsonb_agg(e.header), '[]'::jsonb) || response
         INTO response
@@ -190,16 +233,10 @@ BEGIN
         NULL;                   -- unreadable earlier headers: ours alone
     END;
     PERFORM set_config('response.headers', response::text, true);
-
-    IF NOT result.allowed THEN
-        RAISE EXCEPTION 'rate limit of zone "%" exceeded', zone USING ERRCODE = 'PT429',
-            DETAIL = format('Retry after %s s.', ceil(extract(epoch FROM result.retry_after))),
-            HINT = 'Wait for the Retry-After header''s seconds before the next request.';
-    END IF;
 END
 $fn$;
-COMMENT ON FUNCTION rl_http_guard(text, text) IS
-    'For PostgREST''s db-pre-request: rate-limits the request by JWT subject or client address, sets the RateLimit headers, raises PT429 (HTTP 429) when refused';
+COMMENT ON FUNCTION rl_http_guard(text, text, int, text) IS
+    'For PostgREST''s db-pre-request: rate-limits the request by JWT subject or by the client address the trusted proxies appended, sets the RateLimit headers, and refuses with HTTP 429 and Retry-After';
 
 -- Garbage collection: removes the state of keys that have fully recovered
 -- (a recovered key decides exactly as a new one), and of dropped zones.
@@ -287,3 +324,169 @@ BEGIN
                             THEN ceil(extract(epoch FROM result.retry_after))::bigint::text END));
 END
 $fn$;
+
+-- ---------------------------------------------------------------------------
+-- Least privilege.  PostgREST and Supabase publish every function that a
+-- request's role may execute as /rpc/...: a function PUBLIC may execute is
+-- callable by any stranger.  So PUBLIC executes nothing that reads or
+-- changes rate-limit state, and reads no view of it; the owner grants the
+-- decision functions (and, separately, the monitoring views) to the roles
+-- that need them, with rl_grant.
+-- ---------------------------------------------------------------------------
+
+-- What each privilege set of rl_grant and rl_revoke covers: the names of
+-- functions and views of the extension (every overload of a name).
+CREATE FUNCTION ratelimit.privilege_set(privileges text)
+RETURNS text[]
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    CASE privileges
+    WHEN 'limit' THEN
+        RETURN ARRAY['rl_limit', 'rl_token_bucket', 'rl_sliding_window', 'rl_gcra', 'rl_peek',
+                     'rl_http_guard', 'rl_limit_trigger'];
+    WHEN 'monitor' THEN
+        -- The views call these as their reader: it needs EXECUTE on them.
+        RETURN ARRAY['rl_zones', 'rl_counters', 'rl_keys', 'counters', 'keys'];
+    ELSE
+        RAISE EXCEPTION 'unknown privilege set "%"', left(privileges, 128)
+            USING ERRCODE = '22023',
+                  HINT = 'Use ''limit'' (the decision functions) or ''monitor'' (the views rl_zones, rl_counters and rl_keys).';
+    END CASE;
+END
+$fn$;
+
+-- The extension's functions and relations named in a privilege set, as
+-- GRANT/REVOKE targets ('FUNCTION public.rl_limit(text,text,integer)').
+CREATE FUNCTION ratelimit.privilege_targets(privileges text)
+RETURNS SETOF text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+    SELECT 'FUNCTION ' || p.oid::regprocedure::text
+    FROM pg_depend d
+    JOIN pg_proc p ON p.oid OPERATOR(pg_catalog.=) d.objid
+    WHERE d.classid OPERATOR(pg_catalog.=) 'pg_proc'::regclass
+      AND d.refclassid OPERATOR(pg_catalog.=) 'pg_extension'::regclass
+      AND d.refobjid OPERATOR(pg_catalog.=) (SELECT e.oid FROM pg_extension e
+                                             WHERE e.extname OPERATOR(pg_catalog.=) 'ratelimit')
+      AND d.deptype OPERATOR(pg_catalog.=) 'e'
+      AND p.proname OPERATOR(pg_catalog.=) ANY (ratelimit.privilege_set(privileges))
+    UNION ALL
+    SELECT 'TABLE ' || c.oid::regclass::text
+    FROM pg_depend d
+    JOIN pg_class c ON c.oid OPERATOR(pg_catalog.=) d.objid
+    WHERE d.classid OPERATOR(pg_catalog.=) 'pg_class'::regclass
+      AND d.refclassid OPERATOR(pg_catalog.=) 'pg_extension'::regclass
+      AND d.refobjid OPERATOR(pg_catalog.=) (SELECT e.oid FROM pg_extension e
+                                             WHERE e.extname OPERATOR(pg_catalog.=) 'ratelimit')
+      AND d.deptype OPERATOR(pg_catalog.=) 'e'
+      AND c.relname OPERATOR(pg_catalog.=) ANY (ratelimit.privilege_set(privileges))
+    ORDER BY 1
+$fn$;
+
+-- rl_grant(role, 'limit'): the role may make rate-limit decisions
+-- (rl_limit, rl_token_bucket, rl_sliding_window, rl_gcra, rl_peek,
+-- rl_http_guard, and create rl_limit_trigger triggers), and use the
+-- extension's schema.  rl_grant(role, 'monitor'): it may read rl_zones,
+-- rl_counters and rl_keys.  Runs with the caller's rights: only the
+-- extension's owner (or a superuser) can grant.
+CREATE FUNCTION rl_grant(grantee regrole, privileges text DEFAULT 'limit')
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    target text;
+    extension_schema oid := (SELECT e.extnamespace FROM pg_extension e
+                             WHERE e.extname OPERATOR(pg_catalog.=) 'ratelimit');
+BEGIN
+    -- GRANT by a role without the grant option only warns ("no privileges
+    -- were granted"): refuse such a caller instead, before anything else.
+    IF NOT pg_has_role(current_user, (SELECT e.extowner FROM pg_extension e
+                                      WHERE e.extname OPERATOR(pg_catalog.=) 'ratelimit'), 'MEMBER') THEN
+        RAISE EXCEPTION '% can only be run by the owner of extension ratelimit', 'rl_grant'
+            USING ERRCODE = '42501';
+    END IF;
+    IF grantee IS NULL OR privileges IS NULL THEN
+        RAISE EXCEPTION 'grantee and privileges must not be null' USING ERRCODE = '22004';
+    END IF;
+    PERFORM ratelimit.privilege_set(privileges);      -- refuses unknown sets
+    IF NOT has_schema_privilege(grantee, extension_schema, 'USAGE') THEN
+        EXECUTE format('GRANT USAGE ON SCHEMA %I TO %s',
+                       (SELECT n.nspname FROM pg_namespace n WHERE n.oid OPERATOR(pg_catalog.=) extension_schema),
+                       grantee);
+    END IF;
+    FOR target IN SELECT t FROM ratelimit.privilege_targets(privileges) t LOOP
+        EXECUTE format('GRANT %s ON %s TO %s',
+                       CASE WHEN target LIKE 'FUNCTION %' THEN 'EXECUTE' ELSE 'SELECT' END,
+                       target, grantee);
+    END LOOP;
+END
+$fn$;
+COMMENT ON FUNCTION rl_grant(regrole, text) IS
+    'Grants a role the decision functions (''limit'', the default) or the monitoring views (''monitor''), and USAGE on the extension''s schema';
+
+-- Takes back what rl_grant gave (USAGE on the schema stays: the role may
+-- have had it before).
+CREATE FUNCTION rl_revoke(grantee regrole, privileges text DEFAULT 'limit')
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    target text;
+BEGIN
+    -- GRANT by a role without the grant option only warns ("no privileges
+    -- were granted"): refuse such a caller instead, before anything else.
+    IF NOT pg_has_role(current_user, (SELECT e.extowner FROM pg_extension e
+                                      WHERE e.extname OPERATOR(pg_catalog.=) 'ratelimit'), 'MEMBER') THEN
+        RAISE EXCEPTION '% can only be run by the owner of extension ratelimit', 'rl_revoke'
+            USING ERRCODE = '42501';
+    END IF;
+    IF grantee IS NULL OR privileges IS NULL THEN
+        RAISE EXCEPTION 'grantee and privileges must not be null' USING ERRCODE = '22004';
+    END IF;
+    FOR target IN SELECT t FROM ratelimit.privilege_targets(privileges) t LOOP
+        EXECUTE format('REVOKE %s ON %s FROM %s',
+                       CASE WHEN target LIKE 'FUNCTION %' THEN 'EXECUTE' ELSE 'SELECT' END,
+                       target, grantee);
+    END LOOP;
+END
+$fn$;
+COMMENT ON FUNCTION rl_revoke(regrole, text) IS
+    'Revokes what rl_grant granted (''limit'' or ''monitor''); USAGE on the schema stays';
+
+-- Functions are created executable by PUBLIC, and earlier versions granted
+-- the views to PUBLIC: take it all back, from every object the extension
+-- owns, but the two pure functions.  The privilege audit test
+-- (test/pgtap/audit.sql) reads the same catalogs.
+DO $do$
+DECLARE
+    target text;
+BEGIN
+    FOR target IN
+        SELECT 'FUNCTION ' || p.oid::regprocedure::text
+        FROM pg_catalog.pg_depend d
+        JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) d.objid
+        WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+          AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+          AND d.refobjid OPERATOR(pg_catalog.=) (SELECT e.oid FROM pg_catalog.pg_extension e
+                                                 WHERE e.extname OPERATOR(pg_catalog.=) 'ratelimit')
+          AND d.deptype OPERATOR(pg_catalog.=) 'e'
+          AND p.proname OPERATOR(pg_catalog.<>) ALL (ARRAY['rl_headers', 'rl_client_address'])
+        UNION ALL
+        SELECT CASE c.relkind WHEN 'S' THEN 'SEQUENCE ' ELSE 'TABLE ' END || c.oid::pg_catalog.regclass::text
+        FROM pg_catalog.pg_depend d
+        JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) d.objid
+        WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+          AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+          AND d.refobjid OPERATOR(pg_catalog.=) (SELECT e.oid FROM pg_catalog.pg_extension e
+                                                 WHERE e.extname OPERATOR(pg_catalog.=) 'ratelimit')
+          AND d.deptype OPERATOR(pg_catalog.=) 'e'
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE ALL ON %s FROM PUBLIC', target);
+    END LOOP;
+END
+$do$;

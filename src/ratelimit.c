@@ -23,6 +23,8 @@
 #include "utils/rel.h"
 #include "utils/syscache.h"
 
+#include "http_guard.h"
+#include "privilege_hint.h"
 #include "store.h"
 #include "store_shmem.h"
 #include "zone.h"
@@ -392,6 +394,8 @@ _PG_init(void)
 							 NULL, NULL, NULL);
 
 	RlShmemInit();
+	RlHttpGuardInit();
+	RlPrivilegeHintInit();
 
 	MarkGUCPrefixReserved("ratelimit");
 

@@ -356,8 +356,17 @@ DecideZoneCall(ZoneCall *call, const char *function)
 	if (call->zone.store == RL_STORE_SHMEM)
 		RlShmemLocate(&call->key, &slot);
 	/* The shmem store writes no WAL: it decides on a standby too. */
-	if (call->zone.store == RL_STORE_TABLE || call->zone.history)
-		PreventCommandIfReadOnly(function);
+	if ((call->zone.store == RL_STORE_TABLE || call->zone.history) && XactReadOnly)
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("cannot execute %s in a read-only transaction", function),
+				 call->zone.store == RL_STORE_TABLE
+				 ? errdetail("Zone \"%s\" keeps its state in a table.", RlMessageText(call->zone_name))
+				 : errdetail("Zone \"%s\" records every request in its history table.",
+							 RlMessageText(call->zone_name)),
+				 errhint("A read-only transaction (PostgREST runs GET and HEAD requests so, "
+						 "a hot standby runs nothing else) can use a zone on the shmem store "
+						 "without history: rl_zone_set(..., store => 'shmem', history => false).")));
 	call->now = RlNow();
 	if (call->zone.store == RL_STORE_SHMEM)
 		DecideInShmem(call, &slot, false);
