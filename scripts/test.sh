@@ -7,6 +7,8 @@
 #   pg_regress  sql/ + expected/     make installcheck        } once per
 #   isolation   test/isolation/      pg_isolation_regress     } access path:
 #   pgTAP       test/pgtap/          pg_prove                 } direct, spi
+#               (test/pgtap/postgrest.sql once, the extension in schema
+#               extensions: the PostgREST recipe)
 #   fault       test/fault/          restarts, crash, SIGKILL }
 #   load        test/load/           pgbench on one key: token }
 #                                    bucket, sliding window   }
@@ -94,11 +96,14 @@ run_regress_like() {
 	record "$suite" "$passed" "$failed" "$status"
 }
 
-# run_pgtap LABEL FILE...
+# run_pgtap LABEL FILE...: in a fresh database, the extension in its
+# default schema, or in schema RL_PGTAP_SCHEMA when that is set.
 run_pgtap() {
 	local label=$1 log=$RESULTS/pgtap-$1.log db=rl_pgtap status; shift
+	local create='CREATE EXTENSION ratelimit'
+	[ -z "${RL_PGTAP_SCHEMA:-}" ] || create="CREATE SCHEMA $RL_PGTAP_SCHEMA; $create SCHEMA $RL_PGTAP_SCHEMA"
 	rl_psql -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db" >/dev/null
-	rl_psql -d $db -c 'CREATE EXTENSION pgtap' -c 'CREATE EXTENSION ratelimit' >/dev/null
+	rl_psql -d $db -c 'CREATE EXTENSION pgtap' -c "$create" >/dev/null
 	pg_prove -v -h "$PGHOST" -p "$PGPORT" -U "$PGUSER" -d $db "$@" >"$log" 2>&1; status=$?
 	local passed failed skipped
 	skipped=$(count '^ *ok [0-9]+ .*# (SKIP|skip)' "$log")
@@ -127,7 +132,7 @@ PG_ISOLATION_REGRESS=$("$RL_PG_BIN/pg_config" --pkglibdir)/pgxs/src/test/isolati
 SHMEM_SPECS=$(cd test/isolation/specs && ls shmem_*.spec | sed 's/\.spec$//')
 ISOLATION_SPECS=$(cd test/isolation/specs && ls *.spec | grep -v '^shmem_' | sed 's/\.spec$//')
 REGRESS_TESTS="setup $(cd sql && ls *.sql | grep -v -e '^ratelimit--' -e '^shmem\.sql$' -e '^setup\.sql$' | sed 's/\.sql$//' | tr '\n' ' ')"
-PGTAP_FILES=$(ls test/pgtap/*.sql | grep -v '/shmem\.sql$')
+PGTAP_FILES=$(ls test/pgtap/*.sql | grep -v -e '/shmem\.sql$' -e '/postgrest\.sql$')
 
 echo "---- shmem store (once, on the fresh cluster)"
 run_regress_like "pg_regress (shmem)" "$RESULTS/regress-shmem.log" \
@@ -137,6 +142,7 @@ run_regress_like "isolation (shmem)" "$RESULTS/isolation-shmem.log" \
 	"$PG_ISOLATION_REGRESS" --inputdir=test/isolation --outputdir="$RESULTS/isolation-shmem" \
 	--load-extension=ratelimit $SHMEM_SPECS
 run_pgtap shmem test/pgtap/shmem.sql
+RL_PGTAP_SCHEMA=extensions run_pgtap "postgrest recipe" test/pgtap/postgrest.sql
 seen=$(PGOPTIONS="-c ratelimit.default_store=shmem" rl_psql -d postgres -tA -c 'SHOW ratelimit.default_store')
 [ "$seen" = shmem ] || rl_die "ratelimit.default_store is '$seen', expected 'shmem'"
 run_tap_script "load (shmem)" "$RESULTS/load-shmem.log" \
