@@ -19,44 +19,78 @@
 static emit_log_hook_type prev_emit_log_hook = NULL;
 
 /*
- * Whether message names one of our objects: an identifier starting with
- * "rl_" at its end, or followed only by a closing quote (translations
- * quote differently; the name itself is never translated).
+ * What rl_grant does not grant: these stay with the extension's owner, and
+ * their hint says so rather than pointing at rl_grant.
+ */
+static const char *const owner_only_functions[] = {
+	"rl_zone_set", "rl_zone_drop", "rl_reset", "rl_gc",
+	"rl_cron_enable", "rl_cron_disable", "rl_cron_refill",
+	"rl_grant", "rl_revoke", NULL
+};
+
+/*
+ * The name of ours that message ends with: an identifier starting with
+ * "rl_", followed by nothing but a closing quote (translations quote
+ * differently; the name itself is never translated).  Written into name.
  */
 static bool
-NamesOurObject(const char *message)
+NamedObject(const char *message, char *name, size_t size)
 {
-	const char *name = NULL;
+	const char *start = NULL;
+	const char *end;
+	size_t		length;
 
 	for (const char *p = strstr(message, "rl_"); p; p = strstr(p + 1, "rl_"))
 		if (p == message || !(isalnum((unsigned char) p[-1]) || p[-1] == '_'))
-			name = p;
-	if (name == NULL)
+			start = p;
+	if (start == NULL)
 		return false;
-	while (isalnum((unsigned char) *name) || *name == '_')
-		name++;
-	while (*name != '\0' && !isalnum((unsigned char) *name) && *name != '_' && *name != ' ')
-		name++;
-	return *name == '\0';
+	for (end = start; isalnum((unsigned char) *end) || *end == '_'; end++)
+		;
+	length = end - start;
+	while (*end != '\0' && !isalnum((unsigned char) *end) && *end != '_' && *end != ' ')
+		end++;
+	if (*end != '\0' || length >= size)
+		return false;
+	memcpy(name, start, length);
+	name[length] = '\0';
+	return true;
+}
+
+static bool
+IsOwnerOnly(const char *name)
+{
+	for (const char *const *owner_only = owner_only_functions; *owner_only; owner_only++)
+		if (strcmp(name, *owner_only) == 0)
+			return true;
+	return false;
 }
 
 static void
 AddGrantHint(ErrorData *edata)
 {
+	char		name[NAMEDATALEN];
+
 	if (edata->elevel >= ERROR &&
 		edata->sqlerrcode == ERRCODE_INSUFFICIENT_PRIVILEGE &&
 		edata->hint == NULL &&
 		edata->message_id != NULL && edata->message != NULL &&
-		NamesOurObject(edata->message))
+		NamedObject(edata->message, name, sizeof(name)))
 	{
-		if (strcmp(edata->message_id, "permission denied for function %s") == 0)
+		if (strcmp(edata->message_id, "permission denied for function %s") != 0)
+		{
+			if (strcmp(edata->message_id, "permission denied for view %s") == 0)
+				edata->hint = pstrdup("The extension's owner grants the monitoring views to a "
+									  "role with SELECT rl_grant('role_name', 'monitor').");
+		}
+		else if (IsOwnerOnly(name))
+			edata->hint = psprintf("%s is for the owner of extension ratelimit: zone management, "
+								   "reset, garbage collection and grants are not granted by rl_grant.",
+								   name);
+		else
 			edata->hint = pstrdup("PUBLIC executes no rate-limit function. The extension's owner "
 								  "grants the decision functions to a role with "
-								  "SELECT rl_grant('role_name'); zone management, reset and "
-								  "garbage collection stay with the owner.");
-		else if (strcmp(edata->message_id, "permission denied for view %s") == 0)
-			edata->hint = pstrdup("The extension's owner grants the monitoring views to a role with "
-								  "SELECT rl_grant('role_name', 'monitor').");
+								  "SELECT rl_grant('role_name').");
 	}
 	if (prev_emit_log_hook)
 		prev_emit_log_hook(edata);
