@@ -25,7 +25,7 @@ BEGIN;
 SET LOCAL timezone = 'UTC';
 SET LOCAL client_min_messages = warning;
 
-SELECT plan(48);
+SELECT plan(50);
 
 SELECT is((SELECT n.nspname::text FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
            WHERE e.extname = 'ratelimit'),
@@ -220,6 +220,14 @@ SET LOCAL search_path = extensions, public;
 SELECT is((rl_limit('x_shm', 'other')).allowed, true, 'unqualified with the schema on the search_path');
 SELECT is(pg_typeof(rl_peek('x_shm', 'other'))::text, 'rl_result', 'rl_result resolves in the schema');
 RESET search_path;
+
+-- Dropped and created again in the same schema (the DROP EXTENSION event
+-- trigger finds its functions there).
+DROP TABLE rl_pgrst_posts;
+DROP EXTENSION ratelimit;
+SELECT is(to_regprocedure('extensions.rl_limit(text,text,integer)'), NULL, 'DROP EXTENSION removes the functions');
+CREATE EXTENSION ratelimit SCHEMA extensions;
+SELECT is((SELECT count(*) FROM extensions.rl_zones), 0::bigint, 'CREATE EXTENSION in schema extensions again');
 
 SELECT * FROM finish();
 ROLLBACK;
