@@ -161,6 +161,8 @@ BEGIN
     IF zone IS NULL THEN
         RAISE EXCEPTION 'zone must not be null' USING ERRCODE = '22004';
     END IF;
+    -- Bad proxy arguments fail every request, not only the anonymous ones.
+    PERFORM @extschema@.rl_client_address(NULL, NULL, trusted_proxies, proxy_header);
     IF k IS NULL THEN
         BEGIN
             claims := nullif(current_setting('request.jwt.claims', true), '')::jsonb;

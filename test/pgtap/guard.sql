@@ -1,32 +1,50 @@
--- rl_http_guard(zone, key DEFAULT NULL) (0.5.0), PostgREST's db-pre-request
--- hook, called the way PostgREST calls it: inside the request's
--- transaction, with request.jwt.claims and request.headers set as
--- transaction-local settings (JSON; header names in lower case), and the
--- RateLimit headers read back from response.headers (a JSON array of
--- one-header objects).  Key precedence: the explicit key, else 'sub:' ||
--- the JWT subject, else 'ip:' || the first hop of X-Forwarded-For, else
--- 'anonymous'; keys over 1024 bytes become 'md5:' || md5(key).  A refusal
--- raises PT429 (HTTP 429).
+-- rl_http_guard(zone, key, trusted_proxies, proxy_header) (0.5.0),
+-- PostgREST's db-pre-request hook, called the way PostgREST calls it:
+-- inside the request's transaction, as the request's role, with
+-- request.jwt.claims and request.headers set as transaction-local settings
+-- (JSON; header names in lower case), and the RateLimit headers read back
+-- from response.headers (a JSON array of one-header objects).
 --
--- Zones are token buckets of 2 per minute (a token every 30 s) on the fixed
--- test clock, one zone per case; what a key has taken is read with a
--- cost-0 rl_peek.
+-- Covered:
+-- 1. Key precedence: the explicit key, else 'sub:' || the JWT subject, else
+--    'ip:' || the client address the trusted proxies appended, else
+--    'ip:unknown'; malformed claims or headers are tolerated.
+-- 2. Spoofing: the address is counted from the right, so a client that
+--    writes its own X-Forwarded-For (or Forwarded) entries still has one
+--    key (before 0.5.0 the leftmost entry was used: 5 of 5 admitted).
+-- 3. The address: what is no address (or too few hops) is 'ip:unknown',
+--    never the client's choice; IPv6 normalised, IPv4-mapped IPv6 is the
+--    IPv4 client, ports dropped; trusted_proxies and proxy_header as
+--    arguments and as settings (the argument wins); the header not chosen
+--    is ignored, since a client could write it.
+-- 4. Keys over 1024 bytes are hashed.
+-- 5. response.headers on an allowed request.
+-- 6. The refusal: PostgREST's PGRST error (body in MESSAGE, status and
+--    headers in DETAIL) by default, PT429 with ratelimit.guard_error =
+--    'pt429'; refusals take nothing; a shadow zone refuses nothing.
+-- 7. Least privilege: a role PostgREST switches to (anon) may not run the
+--    guard until rl_grant; it can never choose its trusted proxies.
+-- 8. GET and HEAD run READ ONLY: a shmem zone decides there, a table-store
+--    zone (or one with history) refuses with 25006 naming the zone.
+-- 9. A table-store call is undone with the request's transaction.
+-- 10. Bad arguments and their SQLSTATEs.
 --
--- Two limits are asserted as documented (README): the Retry-After of a
--- refusal does not reach PostgREST (the error undoes response.headers; the
--- wait is in the error's detail), and a table-store zone cannot guard a GET
--- request (PostgREST runs GET and HEAD in READ ONLY transactions): the
--- guard says so with 25006 and a hint.
+-- Zones are token buckets on the fixed test clock, mostly one zone per
+-- case; which key a request was counted under is read with a cost-0
+-- rl_peek.  Zones and keys are private to this file (the shmem store is
+-- shared by the cluster's databases), and so is the role, created inside
+-- this file's transaction (roles are cluster-wide).
 --
 -- pgTAP records its results in tables, so no assertion runs inside a
 -- savepoint that is rolled back: values seen there go to psql variables
 -- (\gset) and are asserted afterwards.  Needs ratelimit in
--- shared_preload_libraries (one shmem zone).
+-- shared_preload_libraries (shmem zones) and a superuser (the test clock,
+-- ratelimit.trusted_proxies and ratelimit.proxy_header are superuser-only).
 BEGIN;
 SET LOCAL timezone = 'UTC';
 SET LOCAL client_min_messages = warning;
 
-SELECT plan(64);
+SELECT plan(124);
 
 SET LOCAL ratelimit.now_override = '2026-01-01 00:00:00+00';
 
@@ -44,6 +62,38 @@ $$;
 CREATE FUNCTION pg_temp.left_in(zone text, key text) RETURNS bigint LANGUAGE sql AS $$
     SELECT remaining FROM rl_peek(zone, key, 0)
 $$;
+-- What one anonymous request with these headers took from key: 1 if it was
+-- counted under key, 0 if under another.
+CREATE FUNCTION pg_temp.taken(zone text, headers jsonb, key text,
+                              trusted_proxies int DEFAULT NULL, proxy_header text DEFAULT NULL)
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    before bigint := pg_temp.left_in(zone, key);
+BEGIN
+    PERFORM pg_temp.request(NULL, headers::text);
+    PERFORM rl_http_guard(zone, NULL, trusted_proxies, proxy_header);
+    RETURN before - pg_temp.left_in(zone, key);
+END $$;
+-- How many of these anonymous requests (one per headers object) the guard
+-- admits; a refusal must be PostgREST's PGRST, any other error propagates.
+CREATE FUNCTION pg_temp.admitted(zone text, requests jsonb[],
+                                 trusted_proxies int DEFAULT NULL, proxy_header text DEFAULT NULL)
+RETURNS int LANGUAGE plpgsql AS $$
+DECLARE
+    headers jsonb;
+    n int := 0;
+BEGIN
+    FOREACH headers IN ARRAY requests LOOP
+        PERFORM pg_temp.request(NULL, headers::text);
+        BEGIN
+            PERFORM rl_http_guard(zone, NULL, trusted_proxies, proxy_header);
+            n := n + 1;
+        EXCEPTION WHEN SQLSTATE 'PGRST' THEN
+            NULL;
+        END;
+    END LOOP;
+    RETURN n;
+END $$;
 -- response.headers as jsonb ('' is NULL).
 CREATE FUNCTION pg_temp.response_headers() RETURNS jsonb LANGUAGE sql AS $$
     SELECT nullif(current_setting('response.headers', true), '')::jsonb
@@ -79,9 +129,14 @@ END $$;
 
 SELECT rl_zone_set('guard_' || z, 'token_bucket', 2, '1 minute')
 FROM unnest(ARRAY['sub', 'ip', 'anon', 'explicit', 'nosub', 'badclaims', 'badheaders', 'empty',
-                  'long', 'headers', 'refuse', 'keep', 'role', 'ro']) z;
+                  'long', 'headers', 'refuse', 'keep', 'role', 'ro', 'args']) z;
+SELECT rl_zone_set('guard_' || z, 'token_bucket', 1, '1 minute')
+FROM unnest(ARRAY['spoof_xff', 'spoof_fwd', 'spoof_setting']) z;
+-- Room for every address case below: none of them is ever refused.
+SELECT rl_zone_set('guard_addr', 'token_bucket', 1000, '1 minute');
 SELECT rl_zone_set('guard_shadow', 'token_bucket', 2, '1 minute', shadow => true);
 SELECT rl_zone_set('guard_ro_shm', 'token_bucket', 2, '1 minute', store => 'shmem');
+SELECT rl_zone_set('guard_ro_history', 'token_bucket', 2, '1 minute', store => 'shmem', history => true);
 
 -------------------------------------------------------------------------
 -- 1. Key precedence, as PostgREST sets the request.
@@ -90,29 +145,32 @@ SELECT rl_zone_set('guard_ro_shm', 'token_bucket', 2, '1 minute', store => 'shme
 SELECT pg_temp.request('{"sub":"u1","role":"web"}', '{"x-forwarded-for":"203.0.113.7, 10.0.0.1"}');
 SELECT lives_ok($$SELECT rl_http_guard('guard_sub')$$, 'a request with a JWT subject passes');
 SELECT is(pg_temp.left_in('guard_sub', 'sub:u1'), 1::bigint, 'it is counted under sub:<subject>');
-SELECT is(pg_temp.left_in('guard_sub', 'ip:203.0.113.7'), 2::bigint, '... not under the address');
+SELECT is(pg_temp.left_in('guard_sub', 'ip:10.0.0.1'), 2::bigint, '... not under the address');
 
--- No claims (an anonymous request): the first hop of X-Forwarded-For.
+-- No claims (an anonymous request): the entry the one trusted proxy
+-- (ratelimit.trusted_proxies' default) appended, the rightmost.
 SELECT pg_temp.request(NULL, '{"x-forwarded-for":"203.0.113.7, 10.0.0.1","user-agent":"curl"}');
 SELECT lives_ok($$SELECT rl_http_guard('guard_ip')$$, 'a request without claims passes');
-SELECT is(pg_temp.left_in('guard_ip', 'ip:203.0.113.7'), 1::bigint,
-          'it is counted under ip:<first hop of X-Forwarded-For>');
-SELECT is(pg_temp.left_in('guard_ip', 'ip:10.0.0.1'), 2::bigint, '... not under a later hop');
--- Spaces around the first hop are trimmed.
-SELECT pg_temp.request(NULL, '{"x-forwarded-for":"  198.51.100.2 ,10.0.0.1"}');
+SELECT is(pg_temp.left_in('guard_ip', 'ip:10.0.0.1'), 1::bigint,
+          'it is counted under ip:<rightmost entry of X-Forwarded-For>');
+SELECT is(pg_temp.left_in('guard_ip', 'ip:203.0.113.7'), 2::bigint,
+          '... not under an entry the client may have written');
+-- Spaces around the entry are trimmed.
+SELECT pg_temp.request(NULL, '{"x-forwarded-for":"10.0.0.1,  198.51.100.2 "}');
 SELECT rl_http_guard('guard_ip');
-SELECT is(pg_temp.left_in('guard_ip', 'ip:198.51.100.2'), 1::bigint, 'the first hop is trimmed');
+SELECT is(pg_temp.left_in('guard_ip', 'ip:198.51.100.2'), 1::bigint, 'the entry is trimmed');
 
 -- Neither claims nor an address: one shared key.
 SELECT pg_temp.request(NULL, NULL);
 SELECT lives_ok($$SELECT rl_http_guard('guard_anon')$$, 'a request with neither passes');
-SELECT is(pg_temp.left_in('guard_anon', 'anonymous'), 1::bigint, 'it is counted under anonymous');
+SELECT is(pg_temp.left_in('guard_anon', 'ip:unknown'), 1::bigint, 'it is counted under ip:unknown');
 SELECT pg_temp.request(NULL, '{"user-agent":"curl"}');
 SELECT rl_http_guard('guard_anon');
-SELECT is(pg_temp.left_in('guard_anon', 'anonymous'), 0::bigint, '... and so is one without X-Forwarded-For');
+SELECT is(pg_temp.left_in('guard_anon', 'ip:unknown'), 0::bigint, '... and so is one without X-Forwarded-For');
 SELECT pg_temp.request(NULL, '{"x-forwarded-for":""}');
-SELECT is((pg_temp.error_of($$SELECT rl_http_guard('guard_anon')$$)).state, 'PT429',
+SELECT is((pg_temp.error_of($$SELECT rl_http_guard('guard_anon')$$)).state, 'PGRST',
           '... and one with an empty X-Forwarded-For: the shared key is now refused');
+SELECT is(pg_temp.left_in('guard_anon', 'anonymous'), 2::bigint, 'the key is no longer ''anonymous''');
 
 -- An explicit key wins over claims and headers.
 SELECT pg_temp.request('{"sub":"u1"}', '{"x-forwarded-for":"203.0.113.7"}');
@@ -141,22 +199,129 @@ SELECT is(pg_temp.left_in('guard_badclaims', 'ip:192.0.2.9'), 1::bigint, '... an
 SELECT pg_temp.request('"a JSON string"', '{"x-forwarded-for":"192.0.2.9"}');
 SELECT lives_ok($$SELECT rl_http_guard('guard_badclaims')$$, 'claims that are JSON but not an object are tolerated');
 SELECT is(pg_temp.left_in('guard_badclaims', 'ip:192.0.2.9'), 0::bigint, '... and the address is used');
--- Malformed headers too: anonymous.
+-- Malformed headers too: no address.
 SELECT pg_temp.request(NULL, '{x-forwarded-for: 192.0.2.9');
 SELECT lives_ok($$SELECT rl_http_guard('guard_badheaders')$$, 'malformed request.headers is tolerated');
-SELECT is(pg_temp.left_in('guard_badheaders', 'anonymous'), 1::bigint, '... and the key is anonymous');
-
--- An empty explicit key is an error (22023), as for rl_limit; a NULL zone
--- 22004, an unknown one 42704.
-SELECT pg_temp.request(NULL, NULL);
-SELECT throws_ok($$SELECT rl_http_guard('guard_empty', '')$$, '22023', 'key must not be empty',
-                 'an empty explicit key is refused');
-SELECT throws_ok($$SELECT rl_http_guard(NULL)$$, '22004', 'zone must not be null', 'a NULL zone is refused');
-SELECT throws_ok($$SELECT rl_http_guard('guard_nosuch')$$, '42704', 'rate-limit zone "guard_nosuch" does not exist',
-                 'an unknown zone is refused');
+SELECT is(pg_temp.left_in('guard_badheaders', 'ip:unknown'), 1::bigint, '... and the key is ip:unknown');
+SELECT pg_temp.request(NULL, '["x-forwarded-for", "192.0.2.9"]');
+SELECT rl_http_guard('guard_badheaders');
+SELECT is(pg_temp.left_in('guard_badheaders', 'ip:unknown'), 0::bigint,
+          'request.headers that is JSON but not an object: ip:unknown too');
 
 -------------------------------------------------------------------------
--- 2. Long keys: a subject (or explicit key) making a key over 1024 bytes
+-- 2. Spoofing (the issue's reproduction): a client sends its own
+-- X-Forwarded-For, a new address each time, and the trusted proxy appends
+-- the real one.  On a zone of 1 per minute, 1 of 5 is admitted: the
+-- client has one key, whatever it writes.
+-------------------------------------------------------------------------
+SELECT is(pg_temp.admitted('guard_spoof_xff',
+              ARRAY(SELECT jsonb_build_object('x-forwarded-for', format('10.0.0.%s, 203.0.113.9', n))
+                    FROM generate_series(1, 5) n)),
+          1, 'spoofed X-Forwarded-For entries: 1 of 5 requests admitted');
+SELECT is(pg_temp.left_in('guard_spoof_xff', 'ip:203.0.113.9'), 0::bigint,
+          '... all counted under the address the proxy appended');
+SELECT is(ARRAY(SELECT pg_temp.left_in('guard_spoof_xff', format('ip:10.0.0.%s', n)) FROM generate_series(1, 5) n),
+          ARRAY[1, 1, 1, 1, 1]::bigint[], '... none under a spoofed one');
+-- The same with the Forwarded header, when the proxies write that one.
+SELECT is(pg_temp.admitted('guard_spoof_fwd',
+              ARRAY(SELECT jsonb_build_object('forwarded', format('for=10.0.0.%s, for=203.0.113.9;proto=https', n))
+                    FROM generate_series(1, 5) n),
+              proxy_header => 'forwarded'),
+          1, 'spoofed Forwarded elements: 1 of 5 requests admitted');
+-- Two trusted proxies (the setting): the client's entries are left of both.
+SELECT pg_temp.setting('ratelimit.trusted_proxies', '2');
+SELECT is(pg_temp.admitted('guard_spoof_setting',
+              ARRAY(SELECT jsonb_build_object('x-forwarded-for', format('10.0.0.%s, 203.0.113.9, 10.1.1.1', n))
+                    FROM generate_series(1, 5) n)),
+          1, 'two trusted proxies, spoofed entries: 1 of 5 requests admitted');
+SELECT pg_temp.setting('ratelimit.trusted_proxies', '1');
+
+-------------------------------------------------------------------------
+-- 3. The address: 'ip:unknown' whenever the trusted entry is not an
+-- address (a client must not pick its key by writing garbage), one key per
+-- client however a proxy writes its address, and the proxies counted as
+-- configured.
+-------------------------------------------------------------------------
+SELECT is(pg_temp.taken('guard_addr', jsonb_build_object('x-forwarded-for', h), 'ip:unknown'), 1::bigint,
+          format('X-Forwarded-For %L: ip:unknown', h))
+FROM unnest(ARRAY['', ' , ', 'garbage', 'unknown', 'client.example.com', '1.2.3', 'fe80::1%eth0',
+                  '198.51.100.1, unknown']) WITH ORDINALITY u(h, n)
+ORDER BY n;
+SELECT is(pg_temp.taken('guard_addr', '{"x-forwarded-for":"198.51.100.1"}', 'ip:unknown', 2), 1::bigint,
+          'fewer entries than trusted_proxies (the request bypassed a proxy): ip:unknown');
+SELECT pg_temp.setting('ratelimit.trusted_proxies', '2');
+SELECT is(pg_temp.taken('guard_addr', '{"x-forwarded-for":"198.51.100.1"}', 'ip:unknown'), 1::bigint,
+          '... and so with ratelimit.trusted_proxies = 2');
+SELECT pg_temp.setting('ratelimit.trusted_proxies', '1');
+SELECT is(pg_temp.taken('guard_addr', '{"x-forwarded-for":"198.51.100.1"}', 'ip:unknown', 0), 1::bigint,
+          'trusted_proxies 0 trusts no header: ip:unknown');
+SELECT pg_temp.setting('ratelimit.trusted_proxies', '0');
+SELECT is(pg_temp.taken('guard_addr', '{"x-forwarded-for":"198.51.100.1"}', 'ip:unknown'), 1::bigint,
+          '... and so does ratelimit.trusted_proxies = 0');
+SELECT pg_temp.setting('ratelimit.trusted_proxies', '1');
+
+-- IPv6 normalised, ports dropped, IPv4-mapped IPv6 is the IPv4 client.
+SELECT is(pg_temp.taken('guard_addr', jsonb_build_object('x-forwarded-for', h), k), 1::bigint,
+          format('X-Forwarded-For %L: %s', h, k))
+FROM (VALUES (1, '2001:DB8:0:0:0:0:0:7', 'ip:2001:db8::7'),
+             (2, '2001:0db8::0007', 'ip:2001:db8::7'),
+             (3, '[2001:db8::7]', 'ip:2001:db8::7'),
+             (4, '[2001:DB8::7]:443', 'ip:2001:db8::7'),
+             (5, '203.0.113.7:51234', 'ip:203.0.113.7'),
+             (6, '::ffff:192.0.2.5', 'ip:192.0.2.5'),
+             (7, '[::FFFF:c000:0205]:80', 'ip:192.0.2.5'),
+             (8, '192.0.2.5', 'ip:192.0.2.5')) v(n, h, k)
+ORDER BY n;
+SELECT is(pg_temp.left_in('guard_addr', 'ip:2001:db8::7'), 996::bigint,
+          'four spellings of one IPv6 client: one key');
+
+-- Many hops: the client is the entry trusted_proxies from the right.
+SELECT is(pg_temp.taken('guard_addr', '{"x-forwarded-for":"192.0.2.1, 198.51.100.1, 198.51.100.2, 198.51.100.3"}',
+                        'ip:198.51.100.2', 2), 1::bigint, 'trusted_proxies 2: the second entry from the right');
+SELECT is(pg_temp.taken('guard_addr', '{"x-forwarded-for":"192.0.2.1, 198.51.100.1, 198.51.100.2, 198.51.100.3"}',
+                        'ip:198.51.100.1', 3), 1::bigint, 'trusted_proxies 3: the third');
+SELECT pg_temp.setting('ratelimit.trusted_proxies', '2');
+SELECT is(pg_temp.taken('guard_addr', '{"x-forwarded-for":"192.0.2.1, 198.51.100.1, 198.51.100.2, 198.51.100.3"}',
+                        'ip:198.51.100.2'), 1::bigint, 'ratelimit.trusted_proxies = 2: the second');
+SELECT pg_temp.setting('ratelimit.trusted_proxies', '3');
+SELECT is(pg_temp.taken('guard_addr', '{"x-forwarded-for":"192.0.2.1, 198.51.100.1, 198.51.100.2, 198.51.100.3"}',
+                        'ip:198.51.100.1'), 1::bigint, 'ratelimit.trusted_proxies = 3: the third');
+SELECT is(pg_temp.taken('guard_addr', '{"x-forwarded-for":"192.0.2.1, 198.51.100.1, 198.51.100.2, 198.51.100.3"}',
+                        'ip:198.51.100.3', 1), 1::bigint, 'the argument wins over the setting');
+SELECT is(pg_temp.taken('guard_addr', '{"x-forwarded-for":"unknown, 198.51.100.1, 198.51.100.2, 198.51.100.3"}',
+                        'ip:198.51.100.1'), 1::bigint, 'a malformed entry left of the trusted ones does not matter');
+SELECT pg_temp.setting('ratelimit.trusted_proxies', '1');
+
+-- Forwarded (RFC 7239): its for= parameter, when the proxies write it.
+SELECT is(pg_temp.taken('guard_addr', jsonb_build_object('forwarded', 'for=192.0.2.43, for="[2001:db8:cafe::17]:4711";proto=https'),
+                        'ip:2001:db8:cafe::17', NULL, 'forwarded'), 1::bigint,
+          'proxy_header forwarded: the for= of the rightmost element, unquoted, without its port');
+SELECT is(pg_temp.taken('guard_addr', jsonb_build_object('forwarded', 'for=192.0.2.43, for="[2001:db8:cafe::17]:4711";proto=https'),
+                        'ip:192.0.2.43', 2, 'forwarded'), 1::bigint,
+          '... and with trusted_proxies 2, the second element');
+SELECT is(pg_temp.taken('guard_addr', '{"forwarded":"for=unknown"}', 'ip:unknown', NULL, 'forwarded'), 1::bigint,
+          '... an obfuscated node (for=unknown) is ip:unknown');
+SELECT is(pg_temp.taken('guard_addr', '{"forwarded":"for=198.51.100.60;proto=https","x-forwarded-for":"10.9.9.9"}',
+                        'ip:198.51.100.60', NULL, 'forwarded'), 1::bigint,
+          '... and X-Forwarded-For, which a client could write, is ignored');
+SELECT is(pg_temp.taken('guard_addr', '{"x-forwarded-for":"10.9.9.9"}', 'ip:unknown', NULL, 'forwarded'), 1::bigint,
+          '... also when it is the only one');
+SELECT pg_temp.setting('ratelimit.proxy_header', 'forwarded');
+SELECT is(pg_temp.taken('guard_addr', '{"forwarded":"for=198.51.100.61","x-forwarded-for":"10.9.9.9"}',
+                        'ip:198.51.100.61'), 1::bigint, 'ratelimit.proxy_header = forwarded: the same');
+SELECT is(pg_temp.taken('guard_addr', '{"forwarded":"for=198.51.100.61","x-forwarded-for":"10.9.9.9"}',
+                        'ip:10.9.9.9', NULL, 'x-forwarded-for'), 1::bigint, '... the argument wins over the setting');
+SELECT pg_temp.setting('ratelimit.proxy_header', 'x-forwarded-for');
+-- By default, a Forwarded header is the client's own.
+SELECT is(pg_temp.taken('guard_addr', '{"forwarded":"for=10.9.9.9"}', 'ip:unknown'), 1::bigint,
+          'by default a Forwarded header (spoofed) is ignored: ip:unknown');
+SELECT is(pg_temp.taken('guard_addr', '{"forwarded":"for=10.9.9.9","x-forwarded-for":"198.51.100.70"}',
+                        'ip:198.51.100.70'), 1::bigint, '... and X-Forwarded-For is used');
+SELECT is(pg_temp.left_in('guard_addr', 'ip:10.9.9.9'), 999::bigint,
+          'the spoofed address was counted only when the argument chose X-Forwarded-For');
+
+-------------------------------------------------------------------------
+-- 4. Long keys: a subject (or explicit key) making a key over 1024 bytes
 -- is hashed: 'md5:' || md5 of the whole key ('sub:' included).
 -------------------------------------------------------------------------
 SELECT pg_temp.request(format('{"sub":"%s"}', repeat('s', 1020)), NULL);
@@ -176,7 +341,7 @@ SELECT is(pg_temp.left_in('guard_long', 'md5:' || md5(repeat('k', 2000))), 1::bi
           'a long explicit key is hashed as well');
 
 -------------------------------------------------------------------------
--- 3. The headers: RateLimit-Limit, -Remaining, -Reset (whole seconds,
+-- 5. The headers: RateLimit-Limit, -Remaining, -Reset (whole seconds,
 -- rounded up), in PostgREST's format, appended to what is there.
 -------------------------------------------------------------------------
 SELECT pg_temp.request('{"sub":"h"}', NULL);
@@ -217,36 +382,48 @@ SELECT is(pg_temp.response_headers(),
           '... and replaced by ours');
 
 -------------------------------------------------------------------------
--- 4. A refusal: PT429 (PostgREST answers HTTP 429), message, detail and
--- hint.  The headers: set_config(..., true) inside the refused call is
--- undone with the subtransaction that catches the error (and in PostgREST
--- with the whole request's transaction).
+-- 6. A refusal.  PostgREST (11 and later) turns SQLSTATE PGRST into the
+-- response itself: MESSAGE is the JSON body, DETAIL the status and
+-- headers; that is how Retry-After reaches the client (response.headers
+-- is undone with the failing request).  Older PostgREST needs PT429
+-- (ratelimit.guard_error = 'pt429'): a bare 429, the wait in the detail.
 -------------------------------------------------------------------------
 SELECT pg_temp.request('{"sub":"r"}', NULL);
 SELECT rl_http_guard('guard_refuse');
 SELECT rl_http_guard('guard_refuse');
 SELECT is(pg_temp.header('RateLimit-Remaining'), '0', 'two requests pass, the bucket is empty');
-SELECT throws_ok($$SELECT rl_http_guard('guard_refuse')$$, 'PT429', 'rate limit of zone "guard_refuse" exceeded',
-                 'the third is refused with PT429');
 SELECT pg_temp.setting('response.headers', '[{"X-Before": "1"}]');
 SELECT * FROM pg_temp.error_of($$SELECT rl_http_guard('guard_refuse')$$) \gset refused_
-SELECT is(:'refused_state'::text, 'PT429', 'caught: PT429');
-SELECT is(:'refused_detail'::text, 'Retry after 30 s.', 'the detail gives the wait in whole seconds');
-SELECT is(:'refused_hint'::text, 'Wait for the Retry-After header''s seconds before the next request.', 'the hint');
+SELECT is(:'refused_state'::text, 'PGRST', 'the third is refused with SQLSTATE PGRST');
+SELECT is(pg_temp.json_or_null(:'refused_message'),
+          jsonb_build_object(
+              'code', 'RL429',
+              'message', 'rate limit of zone "guard_refuse" exceeded',
+              'details', 'Retry after 30 s.',
+              'hint', 'Wait for the Retry-After header''s seconds before the next request.'),
+          'its message is the JSON body: code RL429, message, details with the wait, hint');
+SELECT is(pg_temp.json_or_null(:'refused_detail'),
+          '{"status": 429, "status_text": "Too Many Requests",
+            "headers": {"RateLimit-Limit": "2", "RateLimit-Remaining": "0",
+                        "RateLimit-Reset": "60", "Retry-After": "30"}}'::jsonb,
+          'its detail is the status, 429 Too Many Requests, and the RateLimit headers with Retry-After');
 SELECT is(:'refused_headers_after'::text, '[{"X-Before": "1"}]',
-          'response.headers after the caught refusal: as before the call (the subtransaction''s set_config is undone)');
--- The headers of a refusal do not reach the client (documented): they are
--- set just before the RAISE, and the error undoes them (above; in
--- PostgREST the request's transaction rolls back).  The wait is in the
--- error's detail, which PostgREST sends in the 429's body.
-SELECT is(pg_temp.json_or_null(:'refused_detail'), NULL,
-          'the refusal''s detail is text for the 429 body, not PostgREST''s PGRST header JSON');
+          'response.headers after the caught refusal: as before the call');
+
+SELECT pg_temp.setting('ratelimit.guard_error', 'pt429');
+SELECT throws_ok($$SELECT rl_http_guard('guard_refuse')$$, 'PT429', 'rate limit of zone "guard_refuse" exceeded',
+                 'ratelimit.guard_error = pt429: refused with PT429');
+SELECT * FROM pg_temp.error_of($$SELECT rl_http_guard('guard_refuse')$$) \gset pt429_
+SELECT is(:'pt429_detail'::text, 'Retry after 30 s.', '... the detail gives the wait in whole seconds');
+SELECT is(:'pt429_hint'::text, 'Wait for the Retry-After header''s seconds before the next request.', '... the hint');
+SELECT pg_temp.setting('ratelimit.guard_error', 'pgrst');
+
 -- Refusals take nothing: 30 s later one request passes again.
 SELECT pg_temp.setting('ratelimit.now_override', '2026-01-01 00:00:30+00');
 SELECT lives_ok($$SELECT rl_http_guard('guard_refuse')$$, '30 s later a request passes');
 SELECT pg_temp.setting('ratelimit.now_override', '2026-01-01 00:00:00+00');
 
--- A shadow zone refuses nothing: no PT429, no Retry-After, Remaining 0.
+-- A shadow zone refuses nothing: no error, no Retry-After, Remaining 0.
 SELECT pg_temp.request('{"sub":"s"}', NULL);
 SELECT rl_http_guard('guard_shadow') FROM generate_series(1, 2);
 SELECT pg_temp.setting('response.headers', '');
@@ -257,49 +434,71 @@ SELECT is(pg_temp.response_headers(),
 SELECT is((SELECT would_allow FROM rl_peek('guard_shadow', 'sub:s')), false, '... although its limit would refuse');
 
 -------------------------------------------------------------------------
--- 5. PostgREST switches to the request's role (here a role with no
--- privileges beyond PUBLIC's) before db-pre-request runs.
+-- 7. PostgREST switches to the request's role (here an anonymous one, as
+-- anon) before db-pre-request runs.  PostgREST publishes every function
+-- that role may execute as /rpc/...: it may execute no rate-limit
+-- function until the owner grants it the decision functions.
 -------------------------------------------------------------------------
-CREATE ROLE rl_pgtap_guard_web NOLOGIN;
-SELECT is(has_function_privilege('rl_pgtap_guard_web', 'rl_http_guard(text, text)', 'EXECUTE'), true,
-          'PUBLIC may execute rl_http_guard');
-SET LOCAL ROLE rl_pgtap_guard_web;
-SELECT pg_temp.request('{"sub":"w","role":"rl_pgtap_guard_web"}', '{"x-forwarded-for":"203.0.113.50"}');
-SELECT lives_ok($$SELECT rl_http_guard('guard_role')$$, 'a non-superuser role can call the guard');
+CREATE ROLE rl_pgtap_guard_anon NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE;
+SELECT pg_temp.request(NULL, '{"x-forwarded-for":"10.0.0.50, 203.0.113.50"}');
+SET LOCAL ROLE rl_pgtap_guard_anon;
+SELECT throws_ok($$SELECT rl_http_guard('guard_role')$$, '42501', 'permission denied for function rl_http_guard',
+                 'an ungranted role may not run the guard');
+SELECT throws_ok($$SELECT rl_limit('guard_role', 'ip:203.0.113.50')$$, '42501', 'permission denied for function rl_limit',
+                 '... nor rl_limit');
+SELECT is(rl_client_address('10.0.0.50, 203.0.113.50', NULL), '203.0.113.50'::inet,
+          '... but it may run rl_client_address, which reads no rate-limit state');
+RESET ROLE;
+SELECT is(pg_temp.left_in('guard_role', 'ip:203.0.113.50'), 2::bigint, 'the refused calls took nothing');
+
+SELECT rl_grant('rl_pgtap_guard_anon');
+SET LOCAL ROLE rl_pgtap_guard_anon;
+SELECT lives_ok($$SELECT rl_http_guard('guard_role')$$, 'after rl_grant the role can call the guard');
 SELECT is(pg_temp.header('RateLimit-Remaining'), '1', '... and gets the headers');
 SELECT lives_ok($$SELECT rl_http_guard('guard_role')$$, '... a second time');
-SELECT throws_ok($$SELECT rl_http_guard('guard_role')$$, 'PT429', NULL, '... and is refused the third time');
+SELECT throws_ok($$SELECT rl_http_guard('guard_role')$$, 'PGRST', NULL, '... and is refused the third time');
 SELECT throws_ok($$SELECT * FROM rl_keys$$, '42501', NULL, '... without reading rl_keys');
 SELECT throws_ok($$SELECT rl_gc()$$, '42501', NULL, '... or running rl_gc');
 SELECT throws_ok($$SET LOCAL ratelimit.now_override = '2027-01-01 00:00:00+00'$$, '42501', NULL,
                  '... or moving the test clock');
+SELECT throws_ok($$SET LOCAL ratelimit.trusted_proxies = 2$$, '42501', NULL,
+                 '... or trusting more proxies (it would choose its own key)');
+SELECT throws_ok($$SET LOCAL ratelimit.proxy_header = 'forwarded'$$, '42501', NULL,
+                 '... or another header');
 RESET ROLE;
-SELECT is(pg_temp.left_in('guard_role', 'sub:w'), 0::bigint, 'the role''s requests were counted under its subject');
+SELECT is(pg_temp.left_in('guard_role', 'ip:203.0.113.50'), 0::bigint,
+          'the role''s requests were counted under the address its proxy appended');
 
 -------------------------------------------------------------------------
--- 6. GET and HEAD requests: PostgREST runs them in READ ONLY
+-- 8. GET and HEAD requests: PostgREST runs them in READ ONLY
 -- transactions, db-pre-request included.  A shmem zone decides there; a
--- table-store zone cannot write there: the guard raises 25006 with a hint
--- to use a shmem zone (documented), before any call.
+-- zone that keeps its state in a table, or records a history, cannot
+-- write there: rl_limit raises 25006, naming the zone, with a hint to use
+-- a shmem zone without history.
 -------------------------------------------------------------------------
 SELECT pg_temp.request('{"sub":"g"}', NULL);
 SAVEPOINT get_request;
 SET TRANSACTION READ ONLY;
 SELECT (pg_temp.error_of($$SELECT rl_http_guard('guard_ro_shm')$$)).state AS ro_shmem,
-       (pg_temp.error_of($$SELECT rl_http_guard('guard_ro')$$)).state AS ro_table,
-       (pg_temp.error_of($$SELECT rl_http_guard('guard_ro')$$)).hint AS ro_table_hint,
        current_setting('transaction_read_only') AS ro_mode \gset
+SELECT * FROM pg_temp.error_of($$SELECT rl_http_guard('guard_ro')$$) \gset ro_table_
+SELECT * FROM pg_temp.error_of($$SELECT rl_http_guard('guard_ro_history')$$) \gset ro_history_
 ROLLBACK TO SAVEPOINT get_request;
 SELECT is(:'ro_mode'::text, 'on', 'the savepoint ran READ ONLY, as a GET request does');
 SELECT is(:'ro_shmem'::text, 'ok', 'a shmem zone guards a GET request');
 SELECT is(pg_temp.left_in('guard_ro_shm', 'sub:g'), 1::bigint, '... and counted it (shmem is not transactional)');
-SELECT is(:'ro_table'::text, '25006', 'a table-store zone cannot guard a GET request: 25006');
-SELECT is(:'ro_table_hint'::text, 'Use a zone on the shmem store: rl_zone_set(..., store => ''shmem'').',
-          '... with a hint to use a shmem zone');
+SELECT is(:'ro_table_state'::text, '25006', 'a table-store zone cannot guard a GET request: 25006');
+SELECT is(:'ro_table_message'::text, 'cannot execute rl_limit() in a read-only transaction', '... the message');
+SELECT is(:'ro_table_detail'::text, 'Zone "guard_ro" keeps its state in a table.', '... the detail names the zone');
+SELECT is(left(:'ro_table_hint'::text, 64), 'A read-only transaction (PostgREST runs GET and HEAD requests so',
+          '... the hint explains why and points to a shmem zone');
 SELECT is(pg_temp.left_in('guard_ro', 'sub:g'), 2::bigint, '... and took nothing');
+SELECT is(ARRAY[:'ro_history_state', :'ro_history_detail']::text[],
+          ARRAY['25006', 'Zone "guard_ro_history" records every request in its history table.'],
+          'a shmem zone with history cannot either: 25006, the detail says why');
 
 -------------------------------------------------------------------------
--- 7. The guard's call is transactional on the table store: a request
+-- 9. The guard's call is transactional on the table store: a request
 -- whose transaction rolls back (PostgREST: any error after the hook) gives
 -- its token back.
 -------------------------------------------------------------------------
@@ -308,6 +507,33 @@ SAVEPOINT failed_request;
 SELECT rl_http_guard('guard_keep', NULL);
 ROLLBACK TO SAVEPOINT failed_request;
 SELECT is(pg_temp.left_in('guard_keep', 'sub:t'), 2::bigint, 'a rolled-back request takes nothing');
+
+-------------------------------------------------------------------------
+-- 10. Bad arguments.  The address arguments are checked on every request,
+-- not only on the anonymous ones that use them: a misconfigured wrapper
+-- fails at once, not only for anonymous clients.
+-------------------------------------------------------------------------
+SELECT pg_temp.request(NULL, NULL);
+SELECT throws_ok($$SELECT rl_http_guard('guard_empty', '')$$, '22023', 'key must not be empty',
+                 'an empty explicit key is refused');
+SELECT throws_ok($$SELECT rl_http_guard(NULL)$$, '22004', 'zone must not be null', 'a NULL zone is refused');
+SELECT throws_ok($$SELECT rl_http_guard('guard_nosuch')$$, '42704', 'rate-limit zone "guard_nosuch" does not exist',
+                 'an unknown zone is refused');
+SELECT pg_temp.request(NULL, '{"x-forwarded-for":"198.51.100.9"}');
+SELECT throws_ok($$SELECT rl_http_guard('guard_args', NULL, -1)$$, '22023', 'trusted_proxies must be between 0 and 64',
+                 'trusted_proxies -1 is refused');
+SELECT throws_ok($$SELECT rl_http_guard('guard_args', NULL, 65)$$, '22023', 'trusted_proxies must be between 0 and 64',
+                 'trusted_proxies 65 is refused');
+SELECT throws_ok($$SELECT rl_http_guard('guard_args', NULL, NULL, 'x-real-ip')$$, '22023',
+                 'unknown proxy header "x-real-ip"', 'proxy_header x-real-ip is refused');
+SELECT is(pg_temp.left_in('guard_args', 'ip:198.51.100.9'), 2::bigint, '... and none of them took anything');
+SELECT pg_temp.request('{"sub":"args-user"}', NULL);
+SELECT throws_ok($$SELECT rl_http_guard('guard_args', NULL, 65)$$, '22023', 'trusted_proxies must be between 0 and 64',
+                 'trusted_proxies 65 is refused on a request with a subject');
+SELECT throws_ok($$SELECT rl_http_guard('guard_args', 'explicit', NULL, 'x-real-ip')$$, '22023',
+                 'unknown proxy header "x-real-ip"', 'proxy_header x-real-ip is refused with an explicit key');
+SELECT is(pg_temp.left_in('guard_args', 'sub:args-user') + pg_temp.left_in('guard_args', 'explicit'), 4::bigint,
+          '... taking nothing');
 
 SELECT * FROM finish();
 ROLLBACK;
