@@ -217,6 +217,10 @@ BEGIN
     EXECUTE format('GRANT SELECT (zone_id, tokens, counter, refill_pending),'
                    ' UPDATE (tokens, counter, refill_pending) ON ratelimit.state TO %I', run_as);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %s.rl_cron_refill(text) TO %I', '@extschema@', run_as);
+    -- rl_cron_refill runs with the job role's rights and calls these two
+    -- (PUBLIC executes neither).
+    EXECUTE format('GRANT EXECUTE ON FUNCTION ratelimit.flush_zone_state(int),'
+                   ' ratelimit.period_micros(interval) TO %I', run_as);
 
     PERFORM ratelimit.unschedule_refill(zone);
     EXECUTE 'SELECT cron.schedule($1, $2, $3)' INTO job

@@ -2,7 +2,7 @@
 -- rl_cron_refill, rl_cron_enable and rl_cron_disable gets its SQLSTATE
 -- (and, where it matters, its hint) and changes nothing: no zone, no state,
 -- no tick, no grant.  An ordinary role can neither run the refill nor
--- manage jobs nor write the state.
+-- manage jobs nor write the state; it decides once granted (rl_grant).
 --
 -- Runs in a database with pgTAP and ratelimit but without pg_cron, on a
 -- server that preloads pg_cron with cron.database_name = 'postgres' (as
@@ -18,7 +18,7 @@ SET LOCAL datestyle = 'ISO, YMD';
 SET LOCAL intervalstyle = 'postgres';
 SET LOCAL client_min_messages = warning;
 
-SELECT plan(117);
+SELECT plan(121);
 
 SET LOCAL ratelimit.now_override = '2026-01-01 00:00:00+00';
 
@@ -35,6 +35,17 @@ EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, message = MESSAGE_TEXT,
                             hint = PG_EXCEPTION_HINT;
     RETURN state || ': ' || message || coalesce(' | ' || nullif(hint, ''), '');
+END $$;
+-- The value of a one-value statement as text, or its SQLSTATE and message:
+-- a refused call is a failed assertion, not the end of the file.
+CREATE FUNCTION pg_temp.result_of(statement text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    result text;
+BEGIN
+    EXECUTE statement INTO result;
+    RETURN result;
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLSTATE || ': ' || SQLERRM;
 END $$;
 
 -------------------------------------------------------------------------
@@ -84,9 +95,11 @@ CREATE FUNCTION pg_temp.granted(role name) RETURNS text LANGUAGE sql AS $$
                      has_table_privilege(role, 'ratelimit.zone', 'SELECT'),
                      has_any_column_privilege(role, 'ratelimit.state', 'SELECT'),
                      has_any_column_privilege(role, 'ratelimit.state', 'UPDATE'),
-                     has_function_privilege(role, 'rl_cron_refill(text)', 'EXECUTE'))
+                     has_function_privilege(role, 'rl_cron_refill(text)', 'EXECUTE'),
+                     has_function_privilege(role, 'ratelimit.flush_zone_state(int)', 'EXECUTE'),
+                     has_function_privilege(role, 'ratelimit.period_micros(interval)', 'EXECUTE'))
 $$;
-SELECT is(pg_temp.granted('rl_pgtap_cron_run'), 'f,f,f,f,f',
+SELECT is(pg_temp.granted('rl_pgtap_cron_run'), 'f,f,f,f,f,f,f',
           'the run_as role holds nothing yet');
 
 -------------------------------------------------------------------------
@@ -197,7 +210,7 @@ SELECT throws_ok($$SELECT rl_cron_enable('pc_cron', 'rl_pgtap_no_such_role')$$, 
                  'a missing run_as role: the database is checked first (55000)');
 SELECT ok(pg_temp.unchanged(), 'the failed rl_cron_enable calls changed no zone (refill_tick) and no state');
 SELECT ok((SELECT refill_tick IS NULL FROM rl_zones WHERE zone = 'pc_cron'), 'pc_cron still has no refill_tick');
-SELECT is(pg_temp.granted('rl_pgtap_cron_run'), 'f,f,f,f,f',
+SELECT is(pg_temp.granted('rl_pgtap_cron_run'), 'f,f,f,f,f,f,f',
           'the run_as role was granted nothing');
 SELECT is_empty($$SELECT 1 FROM pg_roles WHERE rolname IN ('ratelimit_refill', 'rl_pgtap_no_such_role')$$,
                 'no role was created');
@@ -234,7 +247,8 @@ SELECT pg_temp.snapshot();
 -------------------------------------------------------------------------
 -- 5. Privileges.  rl_cron_enable, rl_cron_disable, rl_cron_refill and the
 -- internal helpers are not executable by PUBLIC; the state and the zones
--- are not writable.  An ordinary role can still decide.
+-- are not writable.  An ordinary role decides once the owner granted it
+-- the decision functions (rl_grant), which give nothing of the refill.
 -------------------------------------------------------------------------
 SELECT ok(NOT has_function_privilege('public', 'rl_cron_enable(text, name)', 'EXECUTE'),
           'PUBLIC may not execute rl_cron_enable');
@@ -248,10 +262,10 @@ SELECT ok(NOT has_function_privilege('public', 'ratelimit.unschedule_refill(text
           'PUBLIC may not execute ratelimit.unschedule_refill');
 SELECT ok(NOT has_function_privilege('public', 'ratelimit.cron_job_name(text)', 'EXECUTE'),
           'PUBLIC may not execute ratelimit.cron_job_name');
-SELECT is(pg_temp.granted('rl_pgtap_cron_user'), 'f,f,f,f,f',
+SELECT is(pg_temp.granted('rl_pgtap_cron_user'), 'f,f,f,f,f,f,f',
           'an ordinary role holds nothing on the state, the zones or the refill');
-SELECT ok(has_function_privilege('rl_pgtap_cron_user', 'rl_limit(text, text, integer)', 'EXECUTE'),
-          'an ordinary role may execute rl_limit');
+SELECT ok(NOT has_function_privilege('rl_pgtap_cron_user', 'rl_limit(text, text, integer)', 'EXECUTE'),
+          'without a grant, an ordinary role may not execute rl_limit');
 SELECT ok(NOT has_function_privilege('rl_pgtap_cron_user', 'rl_zone_set(text, text, bigint, interval, bigint, text, boolean, text, boolean)', 'EXECUTE'),
           'an ordinary role may not execute rl_zone_set');
 
@@ -285,6 +299,15 @@ SELECT throws_ok($$UPDATE ratelimit.zone SET refill_tick = '1 second'$$, '42501'
 SELECT throws_ok($$SELECT rl_zone_set('pc_cron', 'token_bucket', 1000, '1 second', refill => 'cron')$$, '42501',
                  'permission denied for function rl_zone_set',
                  'an ordinary role: rl_zone_set 42501');
+SELECT throws_ok($$SELECT rl_limit('pc_cron', 'u', 3)$$, '42501', 'permission denied for function rl_limit',
+                 'an ordinary role without a grant: rl_limit 42501');
+RESET ROLE;
+SELECT lives_ok($$SELECT rl_grant('rl_pgtap_cron_user')$$, 'the owner grants the role the decision functions');
+SELECT ok(has_function_privilege('rl_pgtap_cron_user', 'rl_limit(text, text, integer)', 'EXECUTE'),
+          'with rl_grant, an ordinary role may execute rl_limit');
+SELECT is(pg_temp.granted('rl_pgtap_cron_user'), 'f,f,f,f,f,f,f',
+          '... and still holds nothing on the state, the zones or the refill');
+SET ROLE rl_pgtap_cron_user;
 -- It can decide on the cron zone: key u is full, 3 taken, 7 left.
 SELECT remaining AS user_take FROM rl_limit('pc_cron', 'u', 3) \gset
 RESET ROLE;
@@ -310,10 +333,12 @@ GRANT USAGE ON SCHEMA ratelimit TO rl_pgtap_cron_user;
 GRANT SELECT ON ratelimit.zone TO rl_pgtap_cron_user;
 GRANT SELECT (zone_id, tokens, counter, refill_pending), UPDATE (tokens, counter, refill_pending)
     ON ratelimit.state TO rl_pgtap_cron_user;
-SELECT is(pg_temp.granted('rl_pgtap_cron_user'), 't,t,t,t,t',
+GRANT EXECUTE ON FUNCTION ratelimit.flush_zone_state(int), ratelimit.period_micros(interval)
+    TO rl_pgtap_cron_user;
+SELECT is(pg_temp.granted('rl_pgtap_cron_user'), 't,t,t,t,t,t,t',
           'the role now holds what rl_cron_enable grants');
 SET ROLE rl_pgtap_cron_user;
-SELECT rl_cron_refill('pc_cron') AS job_refilled \gset
+SELECT pg_temp.result_of($$SELECT rl_cron_refill('pc_cron')$$) AS job_refilled \gset
 SELECT pg_temp.error_of($$UPDATE ratelimit.state SET updated_at = now()$$) AS job_upd_stamp,
        pg_temp.error_of($$UPDATE ratelimit.state SET key = 'x' WHERE false$$) AS job_upd_key,
        pg_temp.error_of($$UPDATE ratelimit.state SET zone_id = 0 WHERE false$$) AS job_upd_zone,

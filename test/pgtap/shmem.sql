@@ -1,8 +1,11 @@
--- The shmem store's privileges (SPEC 2.4, 3): an ordinary role can decide
--- on shmem zones (and with rl_token_bucket / rl_gcra when a superuser chose
--- the shmem store) and read rl_counters, but cannot choose the store, the
--- full-table policy, nor call ratelimit.shmem_counters() directly;
--- ratelimit.shmem_max_keys is fixed at server start for everyone.
+-- The shmem store's privileges (SPEC 2.4, 3): an ordinary role can neither
+-- decide nor read rl_counters until the owner grants it (rl_grant 'limit'
+-- and 'monitor': PUBLIC executes no decision function and reads no view
+-- since 0.5.0); then it decides on shmem zones (and with rl_token_bucket /
+-- rl_gcra when a superuser chose the shmem store) and reads rl_counters,
+-- but cannot choose the store, the full-table policy, nor call
+-- ratelimit.shmem_counters() directly; ratelimit.shmem_max_keys is fixed at
+-- server start for everyone.
 -- Needs ratelimit in shared_preload_libraries (the test clusters preload
 -- it).  The shmem store is not transactional: what these calls take stays
 -- taken after the final ROLLBACK, so the keys are this file's own
@@ -11,7 +14,7 @@ BEGIN;
 SET LOCAL timezone = 'UTC';
 SET LOCAL client_min_messages = warning;
 
-SELECT plan(38);
+SELECT plan(44);
 
 SET LOCAL ratelimit.now_override = '2026-01-01 00:00:00+00';
 CREATE ROLE rl_pgtap_shmem_user NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE;
@@ -26,9 +29,27 @@ SELECT results_eq(
              ('ratelimit.shmem_max_keys', 'postmaster')$$,
     'default_store and shmem_full_policy are superuser settings, shmem_max_keys is set at server start');
 
+-- Without a grant the role can neither decide nor read rl_counters (the
+-- refusal comes before any of the extension's code runs: nothing taken).
+SELECT ok(NOT has_table_privilege('rl_pgtap_shmem_user', 'rl_counters', 'SELECT'),
+          'without a grant, an ordinary role may not SELECT from rl_counters');
+SET ROLE rl_pgtap_shmem_user;
+SELECT throws_ok($$SELECT rl_limit('pgtap_shmem', 'pgtap-shmem-k')$$,
+                 '42501', 'permission denied for function rl_limit',
+                 'without a grant, the role cannot call rl_limit');
+SELECT throws_ok($$SELECT rl_token_bucket('pgtap-shmem-nogrant', 1, 10, 3)$$,
+                 '42501', 'permission denied for function rl_token_bucket',
+                 'without a grant, the role cannot call rl_token_bucket');
+SELECT throws_ok($$SELECT * FROM rl_counters$$,
+                 '42501', 'permission denied for view rl_counters',
+                 'without a grant, the role cannot read rl_counters');
+RESET ROLE;
+SELECT lives_ok($$SELECT rl_grant('rl_pgtap_shmem_user')$$, 'the owner grants the role the decision functions');
+SELECT lives_ok($$SELECT rl_grant('rl_pgtap_shmem_user', 'monitor')$$, 'and the monitoring views');
+
 -- Catalog view of the privileges.
 SELECT ok(has_table_privilege('rl_pgtap_shmem_user', 'rl_counters', 'SELECT'),
-          'an ordinary role may SELECT from rl_counters');
+          'with rl_grant(..., ''monitor''), an ordinary role may SELECT from rl_counters');
 SELECT function_privs_are('ratelimit', 'shmem_counters', ARRAY[]::text[],
                           'rl_pgtap_shmem_user', ARRAY[]::text[],
                           'an ordinary role may not execute ratelimit.shmem_counters()');

@@ -1,7 +1,9 @@
 -- Zones (SPEC 2.2, 2.3, 3): a hostile search_path cannot capture or change
 -- zone management and decisions; every bad input gets its SQLSTATE and
--- changes nothing (state, zones, history); an ordinary role can decide but
--- not manage, reset or read the internal tables, unless granted.
+-- changes nothing (state, zones, history); an ordinary role can neither
+-- decide nor read rl_zones until the owner grants it (rl_grant: PUBLIC
+-- executes no decision function since 0.5.0), and cannot manage, reset or
+-- read the internal tables, unless granted.
 -- Must pass with ratelimit.table_access set to auto, direct or spi.
 --
 -- The table store writes a key's row on its first call in a transaction and
@@ -15,7 +17,7 @@ SET LOCAL datestyle = 'ISO, YMD';
 SET LOCAL intervalstyle = 'postgres';
 SET LOCAL client_min_messages = warning;
 
-SELECT plan(228);
+SELECT plan(242);
 
 SET LOCAL ratelimit.now_override = '2026-01-01 00:00:00+00';
 
@@ -34,9 +36,10 @@ END $$;
 -- 1. A hostile search_path.  It runs first: the extension prepares its
 -- SQL statements (zone lookup, history insert, SPI store) once per backend,
 -- so here they are prepared while the hostile path is in force.  A zone
--- manager (granted EXECUTE on rl_zone_set and rl_zone_drop) puts a schema
--- of its own first, with = operators for text, int and bigint, functions
--- shadowing octet_length, nextval, now and ceil, and tables named zone,
+-- manager (granted EXECUTE on rl_zone_set and rl_zone_drop, and the
+-- decision functions with rl_grant) puts a schema of its own first, with =
+-- operators for text, int and bigint, functions shadowing octet_length,
+-- nextval, now and ceil, and tables named zone,
 -- state and history there and in pg_temp.  The first round uses the
 -- configured access path, the second forces SPI.  pgTAP compares text with
 -- =, so the results go to psql variables and are asserted afterwards.
@@ -49,6 +52,7 @@ CREATE ROLE rl_pgtap_zone_attacker NOLOGIN;
 CREATE SCHEMA rl_pgtap_zevil AUTHORIZATION rl_pgtap_zone_attacker;
 GRANT EXECUTE ON FUNCTION rl_zone_set(text, text, bigint, interval, bigint, text, boolean, text, boolean),
     rl_zone_drop(text, boolean) TO rl_pgtap_zone_attacker;
+SELECT rl_grant('rl_pgtap_zone_attacker');
 
 SET ROLE rl_pgtap_zone_attacker;
 CREATE TABLE rl_pgtap_zevil.log (who text, what text);
@@ -464,14 +468,16 @@ SELECT function_privs_are('ratelimit', 'forget_zone_state', ARRAY['integer'],
                           'rl_pgtap_zone_user', ARRAY[]::text[], 'an ordinary role may not execute ratelimit.forget_zone_state');
 SELECT function_privs_are('ratelimit', 'zone_changed', ARRAY[]::text[],
                           'rl_pgtap_zone_user', ARRAY[]::text[], 'an ordinary role may not execute ratelimit.zone_changed');
+-- The decision functions and rl_zones are the owner's to grant (rl_grant);
+-- rl_headers, pure, stays executable by PUBLIC.
 SELECT function_privs_are('rl_limit', ARRAY['text', 'text', 'integer'],
-                          'rl_pgtap_zone_user', ARRAY['EXECUTE'], 'an ordinary role may execute rl_limit');
+                          'rl_pgtap_zone_user', ARRAY[]::text[], 'without a grant, an ordinary role may not execute rl_limit');
 SELECT function_privs_are('rl_sliding_window', ARRAY['text', 'text', 'integer'],
-                          'rl_pgtap_zone_user', ARRAY['EXECUTE'], 'an ordinary role may execute rl_sliding_window');
+                          'rl_pgtap_zone_user', ARRAY[]::text[], 'without a grant, an ordinary role may not execute rl_sliding_window');
 SELECT function_privs_are('rl_peek', ARRAY['text', 'text', 'integer'],
-                          'rl_pgtap_zone_user', ARRAY['EXECUTE'], 'an ordinary role may execute rl_peek');
+                          'rl_pgtap_zone_user', ARRAY[]::text[], 'without a grant, an ordinary role may not execute rl_peek');
 SELECT function_privs_are('rl_gcra', ARRAY['text', 'integer', 'integer', 'double precision', 'integer'],
-                          'rl_pgtap_zone_user', ARRAY['EXECUTE'], 'an ordinary role may execute rl_gcra');
+                          'rl_pgtap_zone_user', ARRAY[]::text[], 'without a grant, an ordinary role may not execute rl_gcra');
 SELECT function_privs_are('rl_headers', ARRAY['rl_result'],
                           'rl_pgtap_zone_user', ARRAY['EXECUTE'], 'an ordinary role may execute rl_headers');
 SELECT table_privs_are('ratelimit', 'zone', 'rl_pgtap_zone_user', ARRAY[]::text[],
@@ -482,8 +488,8 @@ SELECT table_privs_are('ratelimit', 'history', 'rl_pgtap_zone_user', ARRAY[]::te
                        'an ordinary role has no privilege on ratelimit.history');
 SELECT sequence_privs_are('ratelimit', 'zone_id_seq', 'rl_pgtap_zone_user', ARRAY[]::text[],
                           'an ordinary role has no privilege on ratelimit.zone_id_seq');
-SELECT table_privs_are('rl_zones', 'rl_pgtap_zone_user', ARRAY['SELECT'],
-                       'an ordinary role may only SELECT from rl_zones');
+SELECT table_privs_are('rl_zones', 'rl_pgtap_zone_user', ARRAY[]::text[],
+                       'without a grant, an ordinary role has no privilege on rl_zones');
 
 SET ROLE rl_pgtap_zone_user;
 SELECT is(current_user::text, 'rl_pgtap_zone_user', 'now running as the ordinary role');
@@ -534,7 +540,39 @@ SELECT throws_ok($$DELETE FROM ratelimit.history$$, '42501', 'permission denied 
 SELECT throws_ok($$TRUNCATE ratelimit.history$$, '42501', 'permission denied for schema ratelimit',
                  'the role cannot TRUNCATE ratelimit.history');
 
--- Deciding is open to it.
+-- Without a grant it cannot decide nor read rl_zones; rl_headers is open.
+SELECT throws_ok($$SELECT rl_limit('e_tb', 'role-key')$$,
+                 '42501', 'permission denied for function rl_limit', 'without a grant, the role cannot call rl_limit');
+SELECT throws_ok($$SELECT rl_sliding_window('e_sw', 'role-key')$$,
+                 '42501', 'permission denied for function rl_sliding_window',
+                 'without a grant, the role cannot call rl_sliding_window');
+SELECT throws_ok($$SELECT rl_peek('e_fw', 'role-key', 2)$$,
+                 '42501', 'permission denied for function rl_peek', 'without a grant, the role cannot call rl_peek');
+SELECT throws_ok($$SELECT rl_gcra('role-gcra', 15, 30, 60)$$,
+                 '42501', 'permission denied for function rl_gcra', 'without a grant, the role cannot call rl_gcra');
+SELECT throws_ok($$SELECT * FROM rl_zones$$,
+                 '42501', 'permission denied for view rl_zones', 'without a grant, the role cannot read rl_zones');
+SELECT lives_ok($$SELECT rl_headers(NULL::rl_result)$$, 'without a grant, the role can call rl_headers');
+RESET ROLE;
+
+-- The owner grants the decision functions and the monitoring views.
+SELECT lives_ok($$SELECT rl_grant('rl_pgtap_zone_user')$$, 'rl_grant(role): the decision functions');
+SELECT lives_ok($$SELECT rl_grant('rl_pgtap_zone_user', 'monitor')$$, 'rl_grant(role, ''monitor''): the views');
+SELECT function_privs_are('rl_limit', ARRAY['text', 'text', 'integer'],
+                          'rl_pgtap_zone_user', ARRAY['EXECUTE'], 'with rl_grant, an ordinary role may execute rl_limit');
+SELECT function_privs_are('rl_sliding_window', ARRAY['text', 'text', 'integer'],
+                          'rl_pgtap_zone_user', ARRAY['EXECUTE'], 'with rl_grant, an ordinary role may execute rl_sliding_window');
+SELECT function_privs_are('rl_peek', ARRAY['text', 'text', 'integer'],
+                          'rl_pgtap_zone_user', ARRAY['EXECUTE'], 'with rl_grant, an ordinary role may execute rl_peek');
+SELECT function_privs_are('rl_gcra', ARRAY['text', 'integer', 'integer', 'double precision', 'integer'],
+                          'rl_pgtap_zone_user', ARRAY['EXECUTE'], 'with rl_grant, an ordinary role may execute rl_gcra');
+SELECT table_privs_are('rl_zones', 'rl_pgtap_zone_user', ARRAY['SELECT'],
+                       'with rl_grant(..., ''monitor''), an ordinary role may only SELECT from rl_zones');
+SELECT function_privs_are('rl_zone_set', ARRAY['text', 'text', 'bigint', 'interval', 'bigint', 'text', 'boolean', 'text', 'boolean'],
+                          'rl_pgtap_zone_user', ARRAY[]::text[], 'rl_grant gives no zone management: still no rl_zone_set');
+SET ROLE rl_pgtap_zone_user;
+
+-- Deciding is open to it now.
 SELECT results_eq($$SELECT allowed, capacity, remaining, txn_id IS NULL FROM rl_limit('e_tb', 'role-key')$$,
                   $$VALUES (true, 20::bigint, 19::bigint, true)$$,
                   'the role can call rl_limit');
