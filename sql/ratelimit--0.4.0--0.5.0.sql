@@ -407,7 +407,7 @@ BEGIN
     -- GRANT by a role without the grant option only warns ("no privileges
     -- were granted"): refuse such a caller instead, before anything else.
     IF NOT pg_has_role(current_user, (SELECT e.extowner FROM pg_extension e
-                                      WHERE e.extname OPERATOR(pg_catalog.=) 'ratelimit'), 'MEMBER') THEN
+                                      WHERE e.extname OPERATOR(pg_catalog.=) 'ratelimit'), 'USAGE') THEN
         RAISE EXCEPTION '% can only be run by the owner of extension ratelimit', 'rl_grant'
             USING ERRCODE = '42501';
     END IF;
@@ -443,7 +443,7 @@ BEGIN
     -- GRANT by a role without the grant option only warns ("no privileges
     -- were granted"): refuse such a caller instead, before anything else.
     IF NOT pg_has_role(current_user, (SELECT e.extowner FROM pg_extension e
-                                      WHERE e.extname OPERATOR(pg_catalog.=) 'ratelimit'), 'MEMBER') THEN
+                                      WHERE e.extname OPERATOR(pg_catalog.=) 'ratelimit'), 'USAGE') THEN
         RAISE EXCEPTION '% can only be run by the owner of extension ratelimit', 'rl_revoke'
             USING ERRCODE = '42501';
     END IF;

@@ -1,6 +1,12 @@
--- Privileges (SPEC 2.6, 3): an ordinary role can decide but cannot touch
--- the state, the internal schema or the test clock; no SECURITY DEFINER
--- function of the extension runs with an unpinned search_path.
+-- Privileges (SPEC 2.6, 3).  PostgREST publishes every function a request's
+-- role may execute, so PUBLIC executes no stateful function and reads no
+-- view: a role meets PostgreSQL's own 42501 until the extension's owner
+-- runs rl_grant, and again after rl_revoke.  With 'limit' a role decides
+-- (and may arm rl_limit_trigger) but still cannot touch zones, the state,
+-- the internal schema or the test clock; 'monitor' alone opens the views.
+-- Only the owner grants: otherwise a role given EXECUTE on rl_grant could
+-- hand out what it does not own.  No SECURITY DEFINER function of the
+-- extension runs with an unpinned search_path.
 -- Must pass with ratelimit.table_access set to auto, direct or spi.
 BEGIN;
 SET LOCAL timezone = 'UTC';
@@ -12,9 +18,54 @@ SET LOCAL client_min_messages = warning;
 SELECT NOT EXISTS (SELECT 1 FROM pg_catalog.pg_settings
                    WHERE name = 'ratelimit.now_override') AS rl_unloaded \gset
 
-SELECT plan(52);
+SELECT plan(126);
 
 CREATE ROLE rl_pgtap_user NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE;
+CREATE ROLE rl_pgtap_priv_grantee NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE;
+CREATE ROLE rl_pgtap_priv_stranger NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE;
+CREATE ROLE "rl_pgtap_priv Odd" NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE;
+
+-- The extension's functions a role may execute (whatever its schema USAGE).
+CREATE FUNCTION pg_temp.priv_executable(role name) RETURNS text[]
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce(array_agg(p.oid::pg_catalog.regprocedure::text
+                              ORDER BY p.oid::pg_catalog.regprocedure::text COLLATE "C"), '{}')
+    FROM pg_catalog.pg_proc p
+    JOIN pg_catalog.pg_depend d
+      ON d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND d.objid = p.oid AND d.deptype = 'e'
+    JOIN pg_catalog.pg_extension e
+      ON d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND d.refobjid = e.oid
+    WHERE e.extname = 'ratelimit' AND has_function_privilege(role, p.oid, 'EXECUTE')
+$$;
+-- The extension's relations a role may read.
+CREATE FUNCTION pg_temp.priv_readable(role name) RETURNS text[]
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce(array_agg(c.oid::pg_catalog.regclass::text
+                              ORDER BY c.oid::pg_catalog.regclass::text COLLATE "C"), '{}')
+    FROM pg_catalog.pg_class c
+    JOIN pg_catalog.pg_depend d
+      ON d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.objid = c.oid AND d.deptype = 'e'
+    JOIN pg_catalog.pg_extension e
+      ON d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND d.refobjid = e.oid
+    WHERE e.extname = 'ratelimit' AND has_table_privilege(role, c.oid, 'SELECT')
+$$;
+
+-------------------------------------------------------------------------
+-- Never granted anything, the role holds only what PUBLIC holds: no
+-- decision.  PostgreSQL refuses before any code of the library runs, so
+-- this call loads nothing (the placeholder test below depends on that).
+-------------------------------------------------------------------------
+SET ROLE rl_pgtap_user;
+SELECT throws_ok($$SELECT rl_token_bucket('priv-refused', 1, 10)$$,
+                 '42501', 'permission denied for function rl_token_bucket',
+                 'an ungranted role cannot call rl_token_bucket');
+RESET ROLE;
+SELECT function_privs_are('rl_token_bucket',
+                          ARRAY['text', 'double precision', 'double precision', 'integer'],
+                          'rl_pgtap_user', ARRAY[]::text[],
+                          'an ungranted role holds no privilege on rl_token_bucket');
+SELECT lives_ok($$SELECT rl_grant('rl_pgtap_user')$$,
+                'the owner grants the role the decision functions with rl_grant (''limit'' by default)');
 
 -------------------------------------------------------------------------
 -- Before the library is loaded, PostgreSQL lets anyone SET a placeholder
@@ -49,9 +100,9 @@ SELECT diag('ratelimit.table_access = ' || current_setting('ratelimit.table_acce
 SELECT function_privs_are('rl_token_bucket',
                           ARRAY['text', 'double precision', 'double precision', 'integer'],
                           'rl_pgtap_user', ARRAY['EXECUTE'],
-                          'an ordinary role may execute rl_token_bucket');
+                          'a role granted ''limit'' may execute rl_token_bucket');
 SELECT schema_privs_are('ratelimit', 'rl_pgtap_user', ARRAY[]::name[],
-                        'an ordinary role has no privilege on schema ratelimit');
+                        'rl_grant gave it no privilege on schema ratelimit');
 SELECT table_privs_are('ratelimit', 'token_bucket', 'rl_pgtap_user', ARRAY[]::name[],
                        'an ordinary role has no privilege on ratelimit.token_bucket');
 SELECT table_privs_are('ratelimit', 'state', 'rl_pgtap_user', ARRAY[]::name[],
@@ -87,7 +138,7 @@ SELECT is_empty(
     'no relation in schema ratelimit is readable or writable by an ordinary role');
 
 -------------------------------------------------------------------------
--- As the ordinary role.
+-- As the ordinary role, granted 'limit'.
 -------------------------------------------------------------------------
 SET ROLE rl_pgtap_user;
 
@@ -150,6 +201,33 @@ SELECT throws_ok($$SELECT 'ratelimit.token_bucket'::regclass$$,
                  '42501', 'permission denied for schema ratelimit',
                  'the role cannot even resolve names in schema ratelimit');
 
+-- 'limit' is the decisions only: zones, resets, the garbage collector,
+-- the views and the grants stay with the owner.
+SELECT throws_ok($$SELECT rl_zone_set('priv_forged', 'token_bucket', 1000000, '1 second')$$,
+                 '42501', 'permission denied for function rl_zone_set',
+                 'the role cannot call rl_zone_set');
+SELECT throws_ok($$SELECT rl_zone_drop('priv_forged', true)$$,
+                 '42501', 'permission denied for function rl_zone_drop',
+                 'the role cannot call rl_zone_drop');
+SELECT throws_ok($$SELECT rl_reset('priv_forged', 'priv-hot')$$,
+                 '42501', 'permission denied for function rl_reset',
+                 'the role cannot call rl_reset');
+SELECT throws_ok($$SELECT rl_gc()$$,
+                 '42501', 'permission denied for function rl_gc',
+                 'the role cannot call rl_gc');
+SELECT throws_ok($$SELECT * FROM rl_zones$$,
+                 '42501', 'permission denied for view rl_zones',
+                 'the role cannot read rl_zones');
+SELECT throws_ok($$SELECT * FROM rl_counters$$,
+                 '42501', 'permission denied for view rl_counters',
+                 'the role cannot read rl_counters');
+SELECT throws_ok($$SELECT * FROM rl_keys$$,
+                 '42501', 'permission denied for view rl_keys',
+                 'the role cannot read rl_keys');
+SELECT throws_ok($$SELECT rl_grant('rl_pgtap_user', 'monitor')$$,
+                 '42501', 'permission denied for function rl_grant',
+                 'the role cannot grant itself more');
+
 -- The test clock and the access path are superuser-only.
 SELECT throws_ok($$SET ratelimit.now_override = '2030-01-01 00:00:00+00'$$,
                  '42501', 'permission denied to set parameter "ratelimit.now_override"',
@@ -208,6 +286,211 @@ SELECT is_empty($$SELECT 1 FROM ratelimit.token_bucket WHERE id IN ('priv-bad', 
                 'the role''s refused attempts left no row');
 SELECT is_empty($$SELECT 1 FROM ratelimit.state WHERE key IN ('priv-bad', 'priv-forged')$$,
                 'nor any row in ratelimit.state, in any zone');
+
+-------------------------------------------------------------------------
+-- rl_grant and rl_revoke both ways, on a role of their own: 'limit'.
+-------------------------------------------------------------------------
+SELECT rl_zone_set('priv_tb', 'token_bucket', 10, '1 minute'),
+       rl_zone_set('priv_sw', 'sliding_window', 10, '1 minute') \gset
+-- One call of each decision function.
+CREATE FUNCTION pg_temp.priv_decisions() RETURNS TABLE (fn text, statement text)
+LANGUAGE sql AS $$
+    VALUES ('rl_limit', $s$SELECT rl_limit('priv_tb', 'priv-g', 1)$s$),
+           ('rl_token_bucket', $s$SELECT rl_token_bucket('priv-g', 1, 10, 1)$s$),
+           ('rl_sliding_window', $s$SELECT rl_sliding_window('priv_sw', 'priv-g', 1)$s$),
+           ('rl_gcra', $s$SELECT rl_gcra('priv-g', 9, 10, 60)$s$),
+           ('rl_peek', $s$SELECT rl_peek('priv_tb', 'priv-g')$s$),
+           ('rl_http_guard', $s$SELECT rl_http_guard('priv_tb', 'priv-g')$s$)
+$$;
+
+SELECT is(pg_temp.priv_executable('rl_pgtap_priv_grantee'),
+          ARRAY['rl_client_address(text,text,integer,text)', 'rl_headers(rl_result)'],
+          'of the extension''s functions, an ungranted role executes only the two pure ones');
+SET ROLE rl_pgtap_priv_grantee;
+SELECT throws_ok(statement, '42501', 'permission denied for function ' || fn,
+                 'before rl_grant: ' || fn || ' is refused')
+FROM pg_temp.priv_decisions();
+RESET ROLE;
+SELECT lives_ok($$SELECT rl_grant('rl_pgtap_priv_grantee', 'limit')$$,
+                'the owner runs rl_grant(role, ''limit'')');
+SELECT is(pg_temp.priv_executable('rl_pgtap_priv_grantee'),
+          ARRAY['rl_client_address(text,text,integer,text)',
+                'rl_gcra(text,integer,integer,double precision,integer)',
+                'rl_headers(rl_result)',
+                'rl_http_guard(text,text,integer,text)',
+                'rl_limit(text,text,integer)',
+                'rl_limit_trigger()',
+                'rl_peek(text,text,integer)',
+                'rl_sliding_window(text,text,integer)',
+                'rl_token_bucket(text,double precision,double precision,integer)'],
+          '''limit'' is every decision function and the trigger function, and nothing else');
+SELECT is(pg_temp.priv_readable('rl_pgtap_priv_grantee'), '{}'::text[],
+          '''limit'' opens no view');
+SET ROLE rl_pgtap_priv_grantee;
+SELECT lives_ok(statement, 'after rl_grant: ' || fn || ' works')
+FROM pg_temp.priv_decisions();
+RESET ROLE;
+SELECT lives_ok($$SELECT rl_revoke('rl_pgtap_priv_grantee')$$,
+                'the owner runs rl_revoke(role) (''limit'' by default)');
+SELECT is(pg_temp.priv_executable('rl_pgtap_priv_grantee'),
+          ARRAY['rl_client_address(text,text,integer,text)', 'rl_headers(rl_result)'],
+          'rl_revoke took back every function rl_grant gave');
+SET ROLE rl_pgtap_priv_grantee;
+SELECT throws_ok(statement, '42501', 'permission denied for function ' || fn,
+                 'after rl_revoke: ' || fn || ' is refused again')
+FROM pg_temp.priv_decisions();
+RESET ROLE;
+
+-------------------------------------------------------------------------
+-- 'monitor' both ways: the views, and the SECURITY DEFINER functions
+-- behind them (a view calls them as its reader).
+-------------------------------------------------------------------------
+CREATE FUNCTION pg_temp.priv_views() RETURNS SETOF text
+LANGUAGE sql AS $$ VALUES ('rl_zones'), ('rl_counters'), ('rl_keys') $$;
+
+SET ROLE rl_pgtap_priv_grantee;
+SELECT throws_ok(format('SELECT * FROM %I', v), '42501', 'permission denied for view ' || v,
+                 'before rl_grant ''monitor'': ' || v || ' is refused')
+FROM pg_temp.priv_views() v;
+RESET ROLE;
+SELECT lives_ok($$SELECT rl_grant('rl_pgtap_priv_grantee', 'monitor')$$,
+                'the owner runs rl_grant(role, ''monitor'')');
+SELECT is(pg_temp.priv_readable('rl_pgtap_priv_grantee'), ARRAY['rl_counters', 'rl_keys', 'rl_zones'],
+          '''monitor'' opens the three views, and no other relation');
+SELECT is(pg_temp.priv_executable('rl_pgtap_priv_grantee'),
+          ARRAY['ratelimit.counters()', 'ratelimit.keys()',
+                'rl_client_address(text,text,integer,text)', 'rl_headers(rl_result)'],
+          '''monitor'' adds the functions behind the views, and no decision function');
+SET ROLE rl_pgtap_priv_grantee;
+SELECT is((SELECT zone::text FROM rl_zones WHERE zone = 'priv_tb'), 'priv_tb',
+          'after rl_grant ''monitor'': the role reads rl_zones');
+SELECT lives_ok($$SELECT * FROM rl_counters$$,
+                'after rl_grant ''monitor'': the role reads rl_counters');
+SELECT is((SELECT key FROM rl_keys WHERE zone = 'priv_tb' AND key = 'priv-g'), 'priv-g',
+          'after rl_grant ''monitor'': the role reads rl_keys');
+SELECT throws_ok($$SELECT rl_limit('priv_tb', 'priv-g', 1)$$,
+                 '42501', 'permission denied for function rl_limit',
+                 '''monitor'' does not let the role decide');
+SELECT throws_ok($$SELECT * FROM ratelimit.counters()$$,
+                 '42501', 'permission denied for schema ratelimit',
+                 'nor call ratelimit.counters() itself (no USAGE on schema ratelimit)');
+RESET ROLE;
+SELECT lives_ok($$SELECT rl_revoke('rl_pgtap_priv_grantee', 'monitor')$$,
+                'the owner runs rl_revoke(role, ''monitor'')');
+SET ROLE rl_pgtap_priv_grantee;
+SELECT throws_ok(format('SELECT * FROM %I', v), '42501', 'permission denied for view ' || v,
+                 'after rl_revoke ''monitor'': ' || v || ' is refused again')
+FROM pg_temp.priv_views() v;
+RESET ROLE;
+SELECT is(pg_temp.priv_executable('rl_pgtap_priv_grantee'),
+          ARRAY['rl_client_address(text,text,integer,text)', 'rl_headers(rl_result)'],
+          'and the functions behind them are taken back too');
+
+-------------------------------------------------------------------------
+-- Only the owner grants; bad arguments are refused.
+-------------------------------------------------------------------------
+-- GRANT by a role without the grant option only warns: rl_grant must
+-- refuse outright, even to a role that was given EXECUTE on it.
+GRANT EXECUTE ON FUNCTION rl_grant(regrole, text), rl_revoke(regrole, text) TO rl_pgtap_priv_stranger;
+SET ROLE rl_pgtap_priv_stranger;
+SELECT throws_ok($$SELECT rl_grant('rl_pgtap_priv_stranger')$$,
+                 '42501', 'rl_grant can only be run by the owner of extension ratelimit',
+                 'a role that is not the owner cannot run rl_grant, even with EXECUTE on it');
+SELECT throws_ok($$SELECT rl_grant('rl_pgtap_priv_grantee', 'monitor')$$,
+                 '42501', 'rl_grant can only be run by the owner of extension ratelimit',
+                 'nor grant another role');
+SELECT throws_ok($$SELECT rl_revoke('rl_pgtap_user')$$,
+                 '42501', 'rl_revoke can only be run by the owner of extension ratelimit',
+                 'nor run rl_revoke');
+RESET ROLE;
+SELECT is(pg_temp.priv_executable('rl_pgtap_priv_stranger'),
+          ARRAY['rl_client_address(text,text,integer,text)', 'rl_grant(regrole,text)',
+                'rl_headers(rl_result)', 'rl_revoke(regrole,text)'],
+          'the refused rl_grant gave the stranger nothing');
+SELECT is(pg_temp.priv_readable('rl_pgtap_priv_grantee'), '{}'::text[],
+          'nor the other role');
+SELECT ok(has_function_privilege('rl_pgtap_user', 'rl_token_bucket(text, float8, float8, int)', 'EXECUTE'),
+          'the refused rl_revoke took nothing away');
+
+SELECT throws_ok($$SELECT rl_grant('rl_pgtap_priv_grantee', 'admin')$$,
+                 '22023', 'unknown privilege set "admin"',
+                 'rl_grant refuses an unknown privilege set');
+SELECT throws_ok($$SELECT rl_revoke('rl_pgtap_priv_grantee', 'admin')$$,
+                 '22023', 'unknown privilege set "admin"',
+                 'rl_revoke refuses an unknown privilege set');
+SELECT throws_ok($$SELECT rl_grant(NULL)$$,
+                 '22004', 'grantee and privileges must not be null',
+                 'rl_grant refuses a NULL role');
+SELECT throws_ok($$SELECT rl_grant('rl_pgtap_priv_grantee', NULL)$$,
+                 '22004', 'grantee and privileges must not be null',
+                 'rl_grant refuses a NULL privilege set');
+SELECT throws_ok($$SELECT rl_revoke('rl_pgtap_priv_grantee', NULL)$$,
+                 '22004', 'grantee and privileges must not be null',
+                 'rl_revoke refuses a NULL privilege set');
+-- PUBLIC is no role to regrole, so rl_grant cannot open the extension to
+-- everyone again.
+SELECT throws_ok($$SELECT rl_grant('public')$$,
+                 '42704', 'role "public" does not exist',
+                 'rl_grant(''public'') is refused');
+SELECT is(pg_temp.priv_executable('rl_pgtap_priv_grantee'),
+          ARRAY['rl_client_address(text,text,integer,text)', 'rl_headers(rl_result)'],
+          'the refused calls granted nothing');
+-- rl_grant builds GRANT statements from the role's name.
+SELECT lives_ok($$SELECT rl_grant('"rl_pgtap_priv Odd"')$$,
+                'rl_grant takes a role whose name needs quoting');
+SELECT ok(has_function_privilege('rl_pgtap_priv Odd', 'rl_limit(text, text, int)', 'EXECUTE'),
+          'and that role may then execute rl_limit');
+
+-------------------------------------------------------------------------
+-- rl_limit_trigger: arming it takes 'limit'.
+-------------------------------------------------------------------------
+SELECT rl_zone_set('priv_trg', 'token_bucket', 2, '1 hour') \gset
+CREATE TABLE public.rl_pgtap_priv_posts (author text NOT NULL);
+ALTER TABLE public.rl_pgtap_priv_posts OWNER TO rl_pgtap_user;
+CREATE TABLE public.rl_pgtap_priv_notes (author text NOT NULL);
+ALTER TABLE public.rl_pgtap_priv_notes OWNER TO rl_pgtap_priv_stranger;
+
+SET ROLE rl_pgtap_priv_stranger;
+SELECT throws_ok($$CREATE TRIGGER priv_limit BEFORE INSERT ON public.rl_pgtap_priv_notes
+                   FOR EACH ROW EXECUTE FUNCTION rl_limit_trigger('priv_trg', 'author')$$,
+                 '42501', 'permission denied for function rl_limit_trigger',
+                 'an ungranted role cannot put rl_limit_trigger on its own table');
+RESET ROLE;
+
+SET ROLE rl_pgtap_user;
+SELECT lives_ok($$CREATE TRIGGER priv_limit BEFORE INSERT ON public.rl_pgtap_priv_posts
+                  FOR EACH ROW EXECUTE FUNCTION rl_limit_trigger('priv_trg', 'author')$$,
+                'a role granted ''limit'' puts rl_limit_trigger on its own table');
+SELECT lives_ok($$INSERT INTO public.rl_pgtap_priv_posts VALUES ('u'), ('u')$$,
+                'its first two rows pass (2 per hour)');
+SELECT throws_ok($$INSERT INTO public.rl_pgtap_priv_posts VALUES ('u')$$,
+                 'RL429', 'rate limit of zone "priv_trg" exceeded for key "u": retry after 1800.000 s',
+                 'its third row is refused');
+GRANT INSERT ON public.rl_pgtap_priv_posts TO rl_pgtap_priv_stranger;
+RESET ROLE;
+
+-- The server checks EXECUTE on a trigger's function at CREATE TRIGGER
+-- only, not when it fires: a role that may insert into the table is
+-- limited by the trigger without any grant of its own.
+SET ROLE rl_pgtap_priv_stranger;
+SELECT lives_ok($$INSERT INTO public.rl_pgtap_priv_posts VALUES ('s'), ('s')$$,
+                'an ungranted role inserting into that table: the trigger fires, two rows pass');
+SELECT throws_ok($$INSERT INTO public.rl_pgtap_priv_posts VALUES ('s')$$,
+                 'RL429', 'rate limit of zone "priv_trg" exceeded for key "s": retry after 1800.000 s',
+                 'and its third row is refused');
+RESET ROLE;
+
+-- For the same reason rl_revoke leaves a trigger already created armed.
+SELECT rl_revoke('rl_pgtap_user') \gset
+SET ROLE rl_pgtap_user;
+SELECT throws_ok($$INSERT INTO public.rl_pgtap_priv_posts VALUES ('u')$$,
+                 'RL429', 'rate limit of zone "priv_trg" exceeded for key "u": retry after 1800.000 s',
+                 'after rl_revoke the owner''s trigger still fires');
+RESET ROLE;
+SELECT results_eq($$SELECT author, count(*) FROM public.rl_pgtap_priv_posts
+                    GROUP BY author ORDER BY author COLLATE "C"$$,
+                  $$VALUES ('s'::text, 2::bigint), ('u', 2)$$,
+                  'the table holds the rows the trigger let through, and no other');
 
 -------------------------------------------------------------------------
 -- SECURITY DEFINER functions of the extension must pin search_path.

@@ -2,16 +2,18 @@
 -- an ordinary role that puts its own schema first in search_path, with a
 -- token_bucket table and a text = operator of its own, and a temporary
 -- token_bucket table, cannot capture or observe the extension's statements
--- (which run as the state table's owner).  The SPI path issues SQL, so this
--- file forces it for its second round; the first round uses whatever path
--- ratelimit.table_access selects.  Both rounds must run before anything
--- else in this backend prepares the extension's SPI statements.
+-- (which run as the state table's owner).  PUBLIC executes no check, so
+-- the role is refused until the owner grants it 'limit'.  The SPI path
+-- issues SQL, so this file forces it for its second round; the first
+-- round uses whatever path ratelimit.table_access selects.  Both rounds
+-- must run before anything else in this backend prepares the extension's
+-- SPI statements.
 BEGIN;
 SET LOCAL timezone = 'UTC';
 SET LOCAL datestyle = 'ISO, YMD';
 SET LOCAL client_min_messages = warning;
 
-SELECT plan(12);
+SELECT plan(13);
 
 SET LOCAL ratelimit.now_override = '2026-01-01 00:00:00+00';
 SELECT n.nspname AS rl_ext_schema
@@ -39,6 +41,13 @@ END
 $$;
 CREATE OPERATOR rl_pgtap_evil.= (LEFTARG = text, RIGHTARG = text,
                                  FUNCTION = rl_pgtap_evil.texteq);
+
+SELECT throws_ok($$SELECT rl_token_bucket('sp-refused', 1, 10)$$,
+                 '42501', 'permission denied for function rl_token_bucket',
+                 'the attacker, not granted ''limit'', cannot call rl_token_bucket');
+RESET ROLE;
+SELECT rl_grant('rl_pgtap_attacker') \gset
+SET ROLE rl_pgtap_attacker;
 
 -- pgTAP itself compares text with =, so no assertion runs while the
 -- hostile search_path is in force: the results go to psql variables.

@@ -1,10 +1,14 @@
--- Security audit (SPEC 3).  An ordinary role cannot write state or history,
--- change zones, reset keys, run the garbage collector, set the test clock or
--- the store settings, or schedule refill jobs; it can check limits.  Every
--- SECURITY DEFINER function of the extension (the list is asserted: a new
--- one fails this file until it is covered here), and every internal SQL
--- statement the C code runs as a table's owner, is immune to a hostile
--- search_path: an attacker plants, in a schema it puts before pg_catalog,
+-- Security audit (SPEC 3).  PUBLIC executes only the two pure functions
+-- and reads nothing: an ordinary role is refused every check until the
+-- owner runs rl_grant.  Granted 'limit', it checks limits but still cannot
+-- read state, history or the views, write them, change zones, reset keys,
+-- run the garbage collector, set the test clock or the store and proxy
+-- settings, schedule refill jobs or grant itself more.  Every SECURITY
+-- DEFINER function of the extension (the list is asserted: a new one
+-- fails this file until it is covered here), rl_grant and rl_revoke (run
+-- with the owner's rights), and every internal SQL statement the C code
+-- runs as a table's owner, are immune to a hostile search_path: an
+-- attacker plants, in a schema it puts before pg_catalog,
 -- functions named like the pg_catalog functions those bodies call,
 -- operators = <> < > || ~~ for the types they compare, and relations named
 -- like the catalogs they read; every planted object logs its calls.  Nor
@@ -21,7 +25,7 @@ SET LOCAL timezone = 'UTC';
 SET LOCAL datestyle = 'ISO, YMD';
 SET LOCAL client_min_messages = warning;
 
-SELECT plan(206);
+SELECT plan(254);
 
 LOAD 'ratelimit';
 SET LOCAL ratelimit.now_override = '2026-01-01 00:00:00+00';
@@ -36,15 +40,16 @@ SELECT 's' || txid_current() || ':' AS pfx \gset
 
 CREATE ROLE rl_sec_user NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE;
 CREATE ROLE rl_sec_attacker NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE;
--- The attacker manages zones and keys (it is granted every admin function
--- of the extension) but is no superuser: none of it may run its code with
--- the extension owner's rights.
+-- The attacker checks limits, manages zones and keys (it is granted every
+-- admin function of the extension) and monitors them, but is no
+-- superuser: none of it may run its code with the extension owner's
+-- rights.
 GRANT EXECUTE ON FUNCTION
     rl_zone_set(text, text, bigint, interval, bigint, text, boolean, text, boolean),
     rl_zone_drop(text, boolean), rl_reset(text, text), rl_gc(text, interval),
-    rl_cron_enable(text, name), rl_cron_disable(text), ratelimit.keys()
+    rl_cron_enable(text, name), rl_cron_disable(text)
     TO rl_sec_attacker;
-GRANT SELECT ON rl_keys TO rl_sec_attacker;		-- a monitoring role, as the README suggests
+SELECT rl_grant('rl_sec_attacker', 'limit'), rl_grant('rl_sec_attacker', 'monitor') \gset
 CREATE SCHEMA rl_sec_evil AUTHORIZATION rl_sec_attacker;
 
 -- A statement's result as text, or 'ERROR <sqlstate>'.  Runs under the
@@ -222,19 +227,111 @@ SELECT results_eq(
           'rl_zone_drop(text,boolean)',
           'rl_zone_set(text,text,bigint,interval,bigint,text,boolean,text,boolean)'],
     'the SECURITY DEFINER functions of the extension are exactly the six this file attacks');
+-- The owner is the one role that runs rl_grant and rl_revoke, with its own
+-- rights: they, and the helpers they call, pin search_path as well.
+SELECT results_eq(
+    $$SELECT fn, s.setting COLLATE "default"
+      FROM pg_temp.ext_functions() f, pg_catalog.pg_proc p, unnest(p.proconfig) s(setting)
+      WHERE p.oid = f.fn::regprocedure
+        AND p.proname IN ('rl_grant', 'rl_revoke', 'privilege_set', 'privilege_targets')
+        AND s.setting LIKE 'search\_path=%'
+      ORDER BY fn COLLATE "C"$$,
+    $$VALUES ('ratelimit.privilege_set(text)'::text, 'search_path=pg_catalog, pg_temp'::text),
+             ('ratelimit.privilege_targets(text)', 'search_path=pg_catalog, pg_temp'),
+             ('rl_grant(regrole,text)', 'search_path=pg_catalog, pg_temp'),
+             ('rl_revoke(regrole,text)', 'search_path=pg_catalog, pg_temp')$$,
+    'rl_grant, rl_revoke, privilege_set() and privilege_targets() pin search_path');
+-- PostgREST publishes whatever a request's role may execute, and anyone's
+-- role may execute what PUBLIC may.
+SELECT results_eq(
+    $$SELECT fn FROM pg_temp.ext_functions() f, pg_catalog.pg_proc p,
+             aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
+      WHERE p.oid = f.fn::regprocedure AND a.grantee = 0
+      ORDER BY fn COLLATE "C"$$,
+    ARRAY['rl_client_address(text,text,integer,text)', 'rl_headers(rl_result)'],
+    'PUBLIC executes two functions of the extension, both pure: rl_client_address and rl_headers');
+CREATE FUNCTION pg_temp.ext_relations_for(role name) RETURNS SETOF text
+LANGUAGE sql STABLE AS $$
+    SELECT c.oid::regclass::text FROM pg_catalog.pg_class c
+    JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_class'::regclass AND d.objid = c.oid AND d.deptype = 'e'
+    JOIN pg_catalog.pg_extension e ON d.refobjid = e.oid AND e.extname = 'ratelimit'
+    WHERE has_table_privilege(role, c.oid, 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER')
+       OR CASE WHEN c.relkind = 'S' THEN has_sequence_privilege(role, c.oid, 'USAGE, SELECT, UPDATE') END
+$$;
+SELECT is_empty(
+    $$SELECT c.oid::regclass::text, a.privilege_type FROM pg_catalog.pg_class c
+      JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_class'::regclass AND d.objid = c.oid AND d.deptype = 'e'
+      JOIN pg_catalog.pg_extension e ON d.refobjid = e.oid AND e.extname = 'ratelimit',
+      aclexplode(coalesce(c.relacl, acldefault(CASE WHEN c.relkind = 'S' THEN 's' ELSE 'r' END::"char", c.relowner))) a
+      WHERE a.grantee = 0$$,
+    'PUBLIC holds no privilege on any relation of the extension (rl_zones and rl_counters included)');
+SELECT results_eq(
+    $$SELECT fn FROM pg_temp.ext_functions()
+      WHERE has_function_privilege('rl_sec_user', fn::regprocedure, 'EXECUTE')
+      ORDER BY fn COLLATE "C"$$,
+    ARRAY['rl_client_address(text,text,integer,text)', 'rl_headers(rl_result)'],
+    'an ungranted role may execute those two and nothing else, internal functions included');
+SELECT is_empty($$SELECT * FROM pg_temp.ext_relations_for('rl_sec_user')$$,
+                'an ungranted role has no privilege on any relation of the extension');
+SELECT is_empty(
+    $$SELECT a.privilege_type FROM pg_catalog.pg_namespace n,
+             aclexplode(coalesce(n.nspacl, acldefault('n', n.nspowner))) a
+      WHERE n.nspname = 'ratelimit' AND a.grantee = 0$$,
+    'PUBLIC holds no privilege on schema ratelimit');
+-- guard_error only chooses how rl_http_guard words its refusal; how many
+-- proxies to trust (and in which header) decides whose key a request
+-- takes, so those two are the superuser's.
+SELECT results_eq(
+    $$SELECT name::text, context::text FROM pg_catalog.pg_settings WHERE name LIKE 'ratelimit.%' ORDER BY 1$$,
+    CASE WHEN :'shmem_preloaded'
+         THEN $$VALUES ('ratelimit.default_store', 'superuser'), ('ratelimit.guard_error', 'user'),
+                       ('ratelimit.now_override', 'superuser'), ('ratelimit.proxy_header', 'superuser'),
+                       ('ratelimit.shmem_full_policy', 'superuser'), ('ratelimit.shmem_max_keys', 'postmaster'),
+                       ('ratelimit.table_access', 'superuser'), ('ratelimit.trusted_proxies', 'superuser')$$
+         ELSE $$VALUES ('ratelimit.default_store', 'superuser'), ('ratelimit.guard_error', 'user'),
+                       ('ratelimit.now_override', 'superuser'), ('ratelimit.proxy_header', 'superuser'),
+                       ('ratelimit.shmem_full_policy', 'superuser'),
+                       ('ratelimit.table_access', 'superuser'), ('ratelimit.trusted_proxies', 'superuser')$$ END,
+    'every ratelimit.* setting but guard_error is superuser-only (or fixed at server start)');
+
+-------------------------------------------------------------------------
+-- 3. As an ordinary role: refused until granted, then what it may do.
+-------------------------------------------------------------------------
+SELECT rl_zone_set('sec_pub_tb', 'token_bucket', 10, '1 minute'),
+       rl_zone_set('sec_pub_sw', 'sliding_window', 10, '1 minute'),
+       rl_zone_set('sec_pub_cron', 'token_bucket', 10, '1 minute', refill => 'cron') \gset
+INSERT INTO ratelimit.history VALUES (1, '2026-01-01 00:00:00+00', 'sec_pub_tb', 'sec-hist', 1, true);
+SELECT count(*) AS zones_before FROM ratelimit.zone \gset
+SELECT count(*) AS state_before FROM ratelimit.state \gset
+
+-- Never granted: PostgreSQL refuses before any code of the extension runs.
+SET ROLE rl_sec_user;
+SELECT throws_ok(s, '42501', 'permission denied for function ' || f, 'an ungranted role cannot call ' || f)
+FROM (VALUES ('rl_token_bucket', $s$SELECT rl_token_bucket('sec-pub', 1, 10, 2)$s$),
+             ('rl_limit', $s$SELECT rl_limit('sec_pub_tb', 'sec-pub', 3)$s$),
+             ('rl_sliding_window', $s$SELECT rl_sliding_window('sec_pub_sw', 'sec-pub', 4)$s$),
+             ('rl_peek', $s$SELECT rl_peek('sec_pub_tb', 'sec-pub', 1)$s$),
+             ('rl_gcra', $s$SELECT rl_gcra('sec-pub', 15, 30, 60)$s$),
+             ('rl_http_guard', $s$SELECT rl_http_guard('sec_pub_tb', 'sec-guard')$s$)) t(f, s);
+SELECT throws_ok('SELECT * FROM ' || v, '42501', 'permission denied for view ' || v, 'an ungranted role cannot read ' || v)
+FROM (VALUES ('rl_zones'), ('rl_counters')) t(v);
+RESET ROLE;
+
+SELECT rl_grant('rl_sec_user') \gset
 SELECT results_eq(
     $$SELECT fn FROM pg_temp.ext_functions()
       WHERE nsp <> 'ratelimit' AND has_function_privilege('rl_sec_user', fn::regprocedure, 'EXECUTE')
       ORDER BY fn COLLATE "C"$$,
-    ARRAY['rl_gcra(text,integer,integer,double precision,integer)',
+    ARRAY['rl_client_address(text,text,integer,text)',
+          'rl_gcra(text,integer,integer,double precision,integer)',
           'rl_headers(rl_result)',
-          'rl_http_guard(text,text)',
+          'rl_http_guard(text,text,integer,text)',
           'rl_limit(text,text,integer)',
           'rl_limit_trigger()',
           'rl_peek(text,text,integer)',
           'rl_sliding_window(text,text,integer)',
           'rl_token_bucket(text,double precision,double precision,integer)'],
-    'an ordinary role may execute exactly the checks (and the trigger function)');
+    'granted ''limit'', a role may execute exactly the checks, the trigger function and the two pure functions');
 SELECT results_eq(
     $$SELECT fn FROM pg_temp.ext_functions()
       WHERE nsp <> 'ratelimit' AND NOT has_function_privilege('rl_sec_user', fn::regprocedure, 'EXECUTE')
@@ -243,52 +340,20 @@ SELECT results_eq(
           'rl_cron_enable(text,name)',
           'rl_cron_refill(text)',
           'rl_gc(text,interval)',
+          'rl_grant(regrole,text)',
           'rl_reset(text,text)',
+          'rl_revoke(regrole,text)',
           'rl_zone_drop(text,boolean)',
           'rl_zone_set(text,text,bigint,interval,bigint,text,boolean,text,boolean)'],
-    'and none of the admin functions');
+    'and none of the admin functions, nor rl_grant and rl_revoke');
 -- A role that has USAGE on schema ratelimit (the refill job's role does)
--- could call the internal functions PUBLIC may execute: all harmless.
-SELECT results_eq(
-    $$SELECT fn FROM pg_temp.ext_functions()
-      WHERE nsp = 'ratelimit' AND has_function_privilege('rl_sec_user', fn::regprocedure, 'EXECUTE')
-      ORDER BY fn COLLATE "C"$$,
-    ARRAY['ratelimit.counters()', 'ratelimit.drop_refill_jobs()', 'ratelimit.flush_zone_state(integer)',
-          'ratelimit.period_micros(interval)'],
-    'the internal functions executable by PUBLIC are counters(), drop_refill_jobs() (an event trigger), flush_zone_state() (the caller''s own cached state) and period_micros()');
-SELECT results_eq(
-    $$SELECT c.oid::regclass::text FROM pg_catalog.pg_class c
-      JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_class'::regclass AND d.objid = c.oid AND d.deptype = 'e'
-      JOIN pg_catalog.pg_extension e ON d.refobjid = e.oid AND e.extname = 'ratelimit'
-      WHERE has_table_privilege('rl_sec_user', c.oid, 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER')
-         OR CASE WHEN c.relkind = 'S' THEN has_sequence_privilege('rl_sec_user', c.oid, 'USAGE, SELECT, UPDATE') END
-      ORDER BY c.oid::regclass::text COLLATE "C"$$,
-    ARRAY['rl_counters', 'rl_zones'],
-    'of the extension''s relations, an ordinary role may read rl_counters and rl_zones, and nothing else');
+-- must find nothing there to call.
 SELECT is_empty(
-    $$SELECT a.privilege_type FROM pg_catalog.pg_namespace n,
-             aclexplode(coalesce(n.nspacl, acldefault('n', n.nspowner))) a
-      WHERE n.nspname = 'ratelimit' AND a.grantee = 0$$,
-    'PUBLIC holds no privilege on schema ratelimit');
-SELECT results_eq(
-    $$SELECT name::text, context::text FROM pg_catalog.pg_settings WHERE name LIKE 'ratelimit.%' ORDER BY 1$$,
-    CASE WHEN :'shmem_preloaded'
-         THEN $$VALUES ('ratelimit.default_store', 'superuser'), ('ratelimit.now_override', 'superuser'),
-                       ('ratelimit.shmem_full_policy', 'superuser'), ('ratelimit.shmem_max_keys', 'postmaster'),
-                       ('ratelimit.table_access', 'superuser')$$
-         ELSE $$VALUES ('ratelimit.default_store', 'superuser'), ('ratelimit.now_override', 'superuser'),
-                       ('ratelimit.shmem_full_policy', 'superuser'), ('ratelimit.table_access', 'superuser')$$ END,
-    'every ratelimit.* setting is superuser-only (or fixed at server start)');
-
--------------------------------------------------------------------------
--- 3. As an ordinary role: what it may do.
--------------------------------------------------------------------------
-SELECT rl_zone_set('sec_pub_tb', 'token_bucket', 10, '1 minute'),
-       rl_zone_set('sec_pub_sw', 'sliding_window', 10, '1 minute'),
-       rl_zone_set('sec_pub_cron', 'token_bucket', 10, '1 minute', refill => 'cron') \gset
-INSERT INTO ratelimit.history VALUES (1, '2026-01-01 00:00:00+00', 'sec_pub_tb', 'sec-hist', 1, true);
-SELECT count(*) AS zones_before FROM ratelimit.zone \gset
-SELECT count(*) AS state_before FROM ratelimit.state \gset
+    $$SELECT fn FROM pg_temp.ext_functions()
+      WHERE nsp = 'ratelimit' AND has_function_privilege('rl_sec_user', fn::regprocedure, 'EXECUTE')$$,
+    'nor any internal function');
+SELECT is_empty($$SELECT * FROM pg_temp.ext_relations_for('rl_sec_user')$$,
+                'nor any relation of the extension');
 
 SET ROLE rl_sec_user;
 SELECT is(rl_token_bucket('sec-pub', 1, 10, 2), 8::bigint, 'an ordinary role calls rl_token_bucket');
@@ -306,13 +371,27 @@ SELECT is((SELECT rl_headers(r) FROM rl_limit('sec_pub_tb', 'sec-pub', 0) r),
 SELECT lives_ok($$SELECT rl_http_guard('sec_pub_tb', 'sec-guard')$$, 'an ordinary role calls rl_http_guard');
 SELECT results_eq($$SELECT allowed, remaining FROM rl_limit('sec_pub_cron', 'sec-pub', 2)$$,
                   $$VALUES (true, 8::bigint)$$, 'an ordinary role calls rl_limit on a cron-refilled zone');
+-- 'limit' opens no view.
+SELECT throws_ok('SELECT * FROM ' || v, '42501', 'permission denied for view ' || v,
+                 'granted ''limit'' only, a role cannot read ' || v)
+FROM (VALUES ('rl_zones'), ('rl_counters')) t(v);
+RESET ROLE;
+
+SELECT rl_grant('rl_sec_user', 'monitor') \gset
+SELECT results_eq($$SELECT r FROM pg_temp.ext_relations_for('rl_sec_user') r ORDER BY r COLLATE "C"$$,
+                  ARRAY['rl_counters', 'rl_keys', 'rl_zones'],
+                  'granted ''monitor'' as well, it may read the three views and no other relation');
+SET ROLE rl_sec_user;
 SELECT results_eq($$SELECT zone::text, rate FROM rl_zones WHERE zone LIKE 'sec\_pub\_%' ORDER BY zone COLLATE "C"$$,
                   $$VALUES ('sec_pub_cron'::text COLLATE "C", 10::bigint), ('sec_pub_sw', 10), ('sec_pub_tb', 10)$$,
-                  'an ordinary role reads rl_zones');
-SELECT lives_ok($$SELECT * FROM rl_counters$$, 'an ordinary role reads rl_counters');
+                  'an ordinary role granted ''monitor'' reads rl_zones');
+SELECT lives_ok($$SELECT * FROM rl_counters$$, 'an ordinary role granted ''monitor'' reads rl_counters');
+RESET ROLE;
+-- What follows holds for 'limit' alone.
+SELECT rl_revoke('rl_sec_user', 'monitor') \gset
 
 -------------------------------------------------------------------------
--- 4. As an ordinary role: what it may not do (42501).
+-- 4. Granted 'limit': what it still may not do (42501).
 -------------------------------------------------------------------------
 CREATE FUNCTION pg_temp.denied(what text) RETURNS TABLE (statement text, label text)
 LANGUAGE sql AS $$
@@ -343,6 +422,9 @@ LANGUAGE sql AS $$
         'UPDATE ratelimit.zone_id_seq SET last_value = 1',
         'INSERT INTO ratelimit.zone_id_seq VALUES (1, 0, false)',
         'DELETE FROM ratelimit.zone_id_seq',
+        'SELECT * FROM rl_zones',
+        'SELECT * FROM rl_counters',
+        'SELECT ratelimit.counters()',
         'SELECT ratelimit.shmem_counters()',
         'SELECT ratelimit.shmem_keys()',
         'SELECT ratelimit.keys()',
@@ -351,6 +433,14 @@ LANGUAGE sql AS $$
         $s$SELECT ratelimit.unschedule_refill('sec_pub_cron')$s$,
         $s$SELECT ratelimit.cron_plan('1.4', 1, '1 s')$s$,
         $s$SELECT ratelimit.cron_job_name('x')$s$,
+        'SELECT ratelimit.flush_zone_state(1)',
+        $s$SELECT ratelimit.period_micros('1 second')$s$,
+        'SELECT ratelimit.drop_refill_jobs()',
+        'SELECT ratelimit.zone_changed()',
+        $s$SELECT ratelimit.privilege_set('limit')$s$,
+        $s$SELECT * FROM ratelimit.privilege_targets('limit')$s$,
+        $s$SELECT rl_grant('rl_sec_user', 'monitor')$s$,
+        $s$SELECT rl_revoke('rl_sec_user')$s$,
         $s$SELECT rl_zone_set('sec_forged', 'token_bucket', 1000000, '1 second')$s$,
         $s$SELECT rl_zone_set('sec_pub_tb', 'token_bucket', 1000000, '1 second')$s$,
         $s$SELECT rl_zone_drop('sec_pub_tb')$s$,
@@ -372,18 +462,25 @@ LANGUAGE sql AS $$
         $s$SELECT set_config('ratelimit.table_access', 'direct', true)$s$,
         'SET ratelimit.shmem_full_policy = deny',
         $s$SELECT set_config('ratelimit.shmem_full_policy', 'error', true)$s$,
+        'SET ratelimit.trusted_proxies = 5',
+        $s$SELECT set_config('ratelimit.trusted_proxies', '0', true)$s$,
+        'SET ratelimit.proxy_header = forwarded',
+        $s$SELECT set_config('ratelimit.proxy_header', 'forwarded', true)$s$,
         $s$ALTER ROLE rl_sec_user SET ratelimit.now_override = '2030-01-01 00:00:00+00'$s$,
         'ALTER ROLE rl_sec_user SET ratelimit.default_store = shmem'
     ]) WITH ORDINALITY AS t(s, n)
     ORDER BY n
 $$;
+SET ROLE rl_sec_user;
 SELECT throws_ok(statement, '42501', NULL, label) FROM pg_temp.denied('no USAGE on schema ratelimit');
 SELECT throws_ok('TRUNCATE ratelimit.zone_id_seq', '42501', NULL,
                  'no USAGE on schema ratelimit: TRUNCATE ratelimit.zone_id_seq');
 SELECT results_eq($$SELECT current_setting('ratelimit.now_override'), current_setting('ratelimit.default_store'),
                            current_setting('ratelimit.table_access') IN ('auto', 'direct', 'spi'),
-                           current_setting('ratelimit.shmem_full_policy')$$,
-                  $$VALUES ('2026-01-01 00:00:00+00'::text, 'table'::text, true, 'allow'::text)$$,
+                           current_setting('ratelimit.shmem_full_policy'),
+                           current_setting('ratelimit.trusted_proxies'), current_setting('ratelimit.proxy_header')$$,
+                  $$VALUES ('2026-01-01 00:00:00+00'::text, 'table'::text, true, 'allow'::text,
+                            '1'::text, 'x-forwarded-for'::text)$$,
                   'the refused SETs changed no setting');
 RESET ROLE;
 
@@ -515,6 +612,25 @@ SELECT is_empty($$SELECT 1 FROM ratelimit.state s JOIN ratelimit.zone z USING (z
                 'changing the refill mode started sec_cron''s keys afresh');
 SELECT is(has_any_column_privilege('rl_sec_attacker', 'ratelimit.state', 'SELECT, INSERT, UPDATE'), false,
           'rl_cron_enable''s refused calls granted the attacker nothing on ratelimit.state');
+TRUNCATE rl_sec_evil.log;
+
+-- rl_grant and rl_revoke are no SECURITY DEFINER functions, but the one
+-- role that may run them is the owner: under the owner's hostile
+-- search_path they must not run the attacker's objects either.
+SELECT set_config('search_path', :'hostile_path', true) \gset
+INSERT INTO pg_temp.sec_out VALUES
+    ('own1 grant', pg_temp.sec_try($q$SELECT rl_grant('rl_sec_user', 'monitor')$q$)),
+    ('own2 granted', pg_temp.sec_try($q$SELECT has_table_privilege('rl_sec_user', 'rl_keys', 'SELECT')$q$)),
+    ('own3 revoke', pg_temp.sec_try($q$SELECT rl_revoke('rl_sec_user', 'monitor')$q$)),
+    ('own4 revoked', pg_temp.sec_try($q$SELECT has_table_privilege('rl_sec_user', 'rl_keys', 'SELECT')$q$)),
+    ('own5 unknown set', pg_temp.sec_try($q$SELECT rl_grant('rl_sec_user', 'everything')$q$));
+SET LOCAL search_path TO DEFAULT;
+SELECT results_eq($$SELECT label, got FROM sec_out WHERE label LIKE 'own%' ORDER BY label COLLATE "C"$$,
+                  $$VALUES ('own1 grant'::text, ''::text), ('own2 granted', 'true'), ('own3 revoke', ''),
+                           ('own4 revoked', 'false'), ('own5 unknown set', 'ERROR 22023')$$,
+                  'the owner''s rl_grant and rl_revoke do their work under the hostile search_path');
+SELECT is_empty($$SELECT who, what FROM rl_sec_evil.log$$,
+                'and run none of the attacker''s objects with the owner''s rights');
 TRUNCATE rl_sec_evil.log;
 
 -------------------------------------------------------------------------
@@ -747,15 +863,17 @@ SELECT lives_ok($$SELECT rl_http_guard('sec_k_tb')$$, 'rl_http_guard takes a JWT
 SELECT set_config('request.jwt.claims', json_build_object('sub', repeat('s', 1048576))::text, true) IS NULL AS ignored \gset
 SELECT lives_ok($$SELECT rl_http_guard('sec_k_tb')$$, 'rl_http_guard takes a 1 MB JWT subject');
 SELECT set_config('request.jwt.claims', '', true) \gset
+-- The client writes the left of X-Forwarded-For; the one trusted proxy
+-- (ratelimit.trusted_proxies = 1) appends the address it saw.
 SELECT set_config('request.headers', json_build_object('x-forwarded-for', ' 10.0.0.1''-- , 10.0.0.2')::text, true) \gset
 SELECT lives_ok($$SELECT rl_http_guard('sec_k_tb')$$, 'rl_http_guard takes a forged X-Forwarded-For');
 SELECT set_config('request.headers', '', true) \gset
 SELECT results_eq($$SELECT key, tokens FROM ratelimit.state s JOIN ratelimit.zone z USING (zone_id)
                     WHERE z.zone = 'sec_k_tb' AND key NOT IN (SELECT k FROM sec_keys) ORDER BY key$$,
-                  format($$VALUES ('ip:10.0.0.1''--'::text COLLATE "C", 99::bigint), ('md5:%s', 99),
+                  format($$VALUES ('ip:10.0.0.2'::text COLLATE "C", 99::bigint), ('md5:%s', 99),
                                   ('sub:x''; DROP TABLE sec_victim; --', 99)$$,
                          md5('sub:' || repeat('s', 1048576))),
-                  'rl_http_guard stored those keys verbatim, the long subject as its md5');
+                  'rl_http_guard stored those keys verbatim, the long subject as its md5, the address as the proxy appended it (the forged entry ignored)');
 
 \if :shmem_preloaded
 -- The shmem store: rl_token_bucket and rl_gcra with default_store = shmem,
