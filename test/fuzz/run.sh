@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer target of the C++ core (test/fuzz/core_fuzz.cpp) with
-# ASan and UBSan and runs it for a bounded time; prints one TAP line, "ok -
-# ..." or "not ok - ...", and exits non-zero on a failure.
+# ASan and UBSan and runs it for a bounded time, then the proxy-header
+# parser's (test/fuzz/client_address_fuzz.cpp) for a third of that; prints
+# a TAP line for each, "ok - ..." or "not ok - ...", and exits non-zero on
+# a failure.
 #
 #   bash test/fuzz/run.sh [SECONDS]       default 30 (or RL_FUZZ_TIME)
 #
@@ -63,3 +65,27 @@ if [ "$status" -ne 0 ]; then
 	not_ok "failed after ${runs:-?} executions"
 fi
 echo "ok - $name: ${runs:-?} executions (${rate:-?}/s), corpus of $units inputs, no invariant violated"
+
+# The proxy-header parser reads what clients send: its own target, a third
+# of the time (at least 5 s).
+address_seconds=$(( seconds / 3 > 5 ? seconds / 3 : 5 ))
+name="libFuzzer client_address_fuzz (proxy headers, ASan+UBSan, ${address_seconds} s)"
+mkdir -p "$out/address-corpus"
+if ! "$cxx" -std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+	-I src src/core/client_address.cpp test/fuzz/client_address_fuzz.cpp -o "$out/client_address_fuzz" \
+	>"$out/address-build.log" 2>&1; then
+	sed 's/^/# /' "$out/address-build.log" | head -20
+	not_ok "build failed"
+fi
+rm -f "$out"/crash-* "$out"/leak-* "$out"/timeout-* "$out"/oom-*
+"$out/client_address_fuzz" -max_total_time="$address_seconds" -max_len=2048 -timeout=20 \
+	-print_final_stats=1 -artifact_prefix="$out/" "$out/address-corpus" >"$out/address-fuzz.log" 2>&1
+status=$?
+runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$out/address-fuzz.log" | tail -1)
+if [ "$status" -ne 0 ]; then
+	grep -E -A3 'invariant violated|runtime error|ERROR: AddressSanitizer|ERROR: libFuzzer' "$out/address-fuzz.log" |
+		grep -v '^    #' | head -12 | sed 's/^/# /'
+	echo "# log: $out/address-fuzz.log"
+	not_ok "failed after ${runs:-?} executions"
+fi
+echo "ok - $name: ${runs:-?} executions, no invariant violated"
