@@ -13,7 +13,8 @@
 #   load        test/load/           pgbench on one key: token }
 #                                    bucket, sliding window   }
 #   fuzz        test/fuzz/run.sh     libFuzzer over src/core (ASan, UBSan),
-#                                    30 s
+#                                    30 s, and over the proxy-header parser,
+#                                    10 s
 #   audit       test/fault/audit.sh  SIGKILL, statement_timeout and cancel in
 #                                    the middle of calls (own cluster)
 #   cron        test/cron/cron.sh    the pg_cron refill mode with a real
