@@ -4,6 +4,7 @@
 -- refusal's hint names it.  The hint comes from the library: loaded here,
 -- as shared_preload_libraries would have it.
 LOAD 'ratelimit';
+\set SHOW_CONTEXT never
 SET ratelimit.now_override = '2026-02-01 00:00:00+00';
 CREATE ROLE rl_regress_app NOLOGIN;
 CREATE ROLE rl_regress_watch NOLOGIN;

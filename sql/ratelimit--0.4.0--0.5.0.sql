@@ -388,13 +388,10 @@ AS $fn$
     ORDER BY 1
 $fn$;
 
--- rl_grant(role, 'limit'): the role may make rate-limit decisions
--- (rl_limit, rl_token_bucket, rl_sliding_window, rl_gcra, rl_peek,
--- rl_http_guard, and create rl_limit_trigger triggers), and use the
--- extension's schema.  rl_grant(role, 'monitor'): it may read rl_zones,
--- rl_counters and rl_keys.  Runs with the caller's rights: only the
--- extension's owner (or a superuser) can grant.
-CREATE FUNCTION rl_grant(grantee regrole, privileges text DEFAULT 'limit')
+-- GRANT or REVOKE the privilege set to or from grantee, and for GRANT
+-- USAGE on the extension's schema when the role lacks it.  The callers
+-- have checked that the caller owns the extension.
+CREATE FUNCTION ratelimit.change_privileges(verb text, grantee regrole, privileges text)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -404,27 +401,42 @@ DECLARE
     extension_schema oid := (SELECT e.extnamespace FROM pg_extension e
                              WHERE e.extname OPERATOR(pg_catalog.=) 'ratelimit');
 BEGIN
-    -- GRANT by a role without the grant option only warns ("no privileges
-    -- were granted"): refuse such a caller instead, before anything else.
-    IF NOT pg_has_role(current_user, (SELECT e.extowner FROM pg_extension e
-                                      WHERE e.extname OPERATOR(pg_catalog.=) 'ratelimit'), 'USAGE') THEN
-        RAISE EXCEPTION '% can only be run by the owner of extension ratelimit', 'rl_grant'
-            USING ERRCODE = '42501';
-    END IF;
     IF grantee IS NULL OR privileges IS NULL THEN
         RAISE EXCEPTION 'grantee and privileges must not be null' USING ERRCODE = '22004';
     END IF;
     PERFORM ratelimit.privilege_set(privileges);      -- refuses unknown sets
-    IF NOT has_schema_privilege(grantee, extension_schema, 'USAGE') THEN
+    IF verb OPERATOR(pg_catalog.=) 'GRANT' AND NOT has_schema_privilege(grantee, extension_schema, 'USAGE') THEN
         EXECUTE format('GRANT USAGE ON SCHEMA %I TO %s',
                        (SELECT n.nspname FROM pg_namespace n WHERE n.oid OPERATOR(pg_catalog.=) extension_schema),
                        grantee);
     END IF;
     FOR target IN SELECT t FROM ratelimit.privilege_targets(privileges) t LOOP
-        EXECUTE format('GRANT %s ON %s TO %s',
+        EXECUTE format('%s %s ON %s %s %s', verb,
                        CASE WHEN target LIKE 'FUNCTION %' THEN 'EXECUTE' ELSE 'SELECT' END,
-                       target, grantee);
+                       target, CASE verb WHEN 'GRANT' THEN 'TO' ELSE 'FROM' END, grantee);
     END LOOP;
+END
+$fn$;
+
+-- rl_grant(role, 'limit'): the role may make rate-limit decisions
+-- (rl_limit, rl_token_bucket, rl_sliding_window, rl_gcra, rl_peek,
+-- rl_http_guard, and create rl_limit_trigger triggers), and use the
+-- extension's schema.  rl_grant(role, 'monitor'): it may read rl_zones,
+-- rl_counters and rl_keys.  Runs with the caller's rights.  GRANT by a
+-- role without the grant option only warns ("no privileges were
+-- granted"): rl_grant and rl_revoke refuse such a caller instead, before
+-- anything else (ratelimit.change_privileges would fail on the schema).
+CREATE FUNCTION rl_grant(grantee regrole, privileges text DEFAULT 'limit')
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    IF NOT pg_has_role(current_user, (SELECT e.extowner FROM pg_extension e
+                                      WHERE e.extname OPERATOR(pg_catalog.=) 'ratelimit'), 'USAGE') THEN
+        RAISE EXCEPTION 'rl_grant can only be run by the owner of extension ratelimit' USING ERRCODE = '42501';
+    END IF;
+    PERFORM ratelimit.change_privileges('GRANT', grantee, privileges);
 END
 $fn$;
 COMMENT ON FUNCTION rl_grant(regrole, text) IS
@@ -437,24 +449,12 @@ RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $fn$
-DECLARE
-    target text;
 BEGIN
-    -- GRANT by a role without the grant option only warns ("no privileges
-    -- were granted"): refuse such a caller instead, before anything else.
     IF NOT pg_has_role(current_user, (SELECT e.extowner FROM pg_extension e
                                       WHERE e.extname OPERATOR(pg_catalog.=) 'ratelimit'), 'USAGE') THEN
-        RAISE EXCEPTION '% can only be run by the owner of extension ratelimit', 'rl_revoke'
-            USING ERRCODE = '42501';
+        RAISE EXCEPTION 'rl_revoke can only be run by the owner of extension ratelimit' USING ERRCODE = '42501';
     END IF;
-    IF grantee IS NULL OR privileges IS NULL THEN
-        RAISE EXCEPTION 'grantee and privileges must not be null' USING ERRCODE = '22004';
-    END IF;
-    FOR target IN SELECT t FROM ratelimit.privilege_targets(privileges) t LOOP
-        EXECUTE format('REVOKE %s ON %s FROM %s',
-                       CASE WHEN target LIKE 'FUNCTION %' THEN 'EXECUTE' ELSE 'SELECT' END,
-                       target, grantee);
-    END LOOP;
+    PERFORM ratelimit.change_privileges('REVOKE', grantee, privileges);
 END
 $fn$;
 COMMENT ON FUNCTION rl_revoke(regrole, text) IS
