@@ -3,7 +3,9 @@
 # inside the repository (.cluster/, git-ignored) on free loopback ports.
 
 RL_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-RL_PG_VERSION=15
+# The major under test: the host's (Debian 12's) 15, or the major of the
+# chroot scripts/test.sh --pg N runs in.
+RL_PG_VERSION=${RL_PG_VERSION:-15}
 RL_PG_BIN=${RL_PG_BIN:-/usr/lib/postgresql/$RL_PG_VERSION/bin}
 
 rl_log() { printf '==> %s\n' "$*" >&2; }
@@ -37,8 +39,16 @@ rl_command_with_env() {
 	echo "$command"
 }
 
+# Debian 12 builds PostgreSQL 15's bitcode with clang 14, whose libFuzzer
+# runtime the fuzz test uses; the newer releases' server-dev packages bring
+# their own clang.
+if [ "$RL_PG_VERSION" = 15 ]; then
+	RL_CLANG_PACKAGES=(clang-14 llvm-14 libclang-rt-14-dev)
+else
+	RL_CLANG_PACKAGES=(clang llvm)
+fi
 RL_PACKAGES=(
-	make gcc g++ clang-14 llvm-14 libclang-rt-14-dev
+	make gcc g++ "${RL_CLANG_PACKAGES[@]}"
 	postgresql-$RL_PG_VERSION postgresql-server-dev-$RL_PG_VERSION
 	postgresql-$RL_PG_VERSION-cron postgresql-$RL_PG_VERSION-pgtap
 	libtap-parser-sourcehandler-pgtap-perl

@@ -24,6 +24,7 @@
 #include "utils/syscache.h"
 
 #include "http_guard.h"
+#include "pg_compat.h"
 #include "privilege_hint.h"
 #include "store.h"
 #include "store_shmem.h"
@@ -79,7 +80,7 @@ ParseTimestampTz(const char *str, TimestampTz *result)
 		return false;
 	PG_TRY();
 	{
-		dterr = DecodeDateTime(field, ftype, nf, &dtype, &tt, &fsec, &tz);
+		dterr = RlDecodeDateTime(field, ftype, nf, &dtype, &tt, &fsec, &tz);
 	}
 	PG_CATCH();
 	{
@@ -115,8 +116,7 @@ CheckNowOverride(char **newval, void **extra, GucSource source)
 		GUC_check_errdetail("\"%s\" is not a finite timestamp with time zone.", RlMessageText(*newval));
 		return false;
 	}
-	/* PostgreSQL 15 frees GUC extra data with free(). */
-	stored = malloc(sizeof(TimestampTz));
+	stored = RlGucMalloc(sizeof(TimestampTz));
 	if (stored == NULL)
 		return false;
 	*stored = parsed;

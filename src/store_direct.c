@@ -30,6 +30,7 @@
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
+#include "pg_compat.h"
 #include "store.h"
 
 /* ratelimit.state's columns; the first three are the primary key. */
@@ -62,7 +63,7 @@ DirectBegin(void)
 	Oid			indexid;
 
 	t->rel = table_open(RlGetStateTable()->relid, RowExclusiveLock);
-	indexid = RelationGetPrimaryKeyIndex(t->rel);
+	indexid = RlPrimaryKeyIndex(t->rel);
 	if (!OidIsValid(indexid))
 		elog(ERROR, "ratelimit state table has no primary key");
 	t->index = index_open(indexid, RowExclusiveLock);
@@ -144,7 +145,7 @@ FindRow(DirectTable *t, const RlStateKey *key, bool peek, RlStateRow *row, ItemP
 	skey[0].sk_collation = t->index->rd_indcollation[0];
 	ScanKeyInit(&skey[1], 2, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(key->zone_id));
 	ScanKeyInit(&skey[2], 3, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(key->part));
-	scan = index_beginscan(t->rel, t->index, snapshot, KEY_COLUMNS, 0);
+	scan = RlIndexBeginScan(t->rel, t->index, snapshot, KEY_COLUMNS);
 
 	for (;;)
 	{
@@ -205,15 +206,15 @@ CreateStateTableEState(Relation rel, ResultRelInfo **rri)
 {
 	EState	   *estate = CreateExecutorState();
 	RangeTblEntry *rte = makeNode(RangeTblEntry);
+	Bitmapset  *updated_cols = NULL;
 
 	rte->rtekind = RTE_RELATION;
 	rte->relid = RelationGetRelid(rel);
 	rte->relkind = rel->rd_rel->relkind;
 	rte->rellockmode = RowExclusiveLock;
 	for (int attnum = TOKENS_ATTNUM; attnum <= STATE_COLUMNS; attnum++)
-		rte->updatedCols = bms_add_member(rte->updatedCols,
-										  attnum - FirstLowInvalidHeapAttributeNumber);
-	ExecInitRangeTable(estate, list_make1(rte));
+		updated_cols = bms_add_member(updated_cols, attnum - FirstLowInvalidHeapAttributeNumber);
+	RlInitRangeTable(estate, rte, updated_cols);
 
 	*rri = makeNode(ResultRelInfo);
 	InitResultRelInfo(*rri, rel, 1, NULL, 0);
@@ -309,13 +310,12 @@ DirectReplace(void *handle, const RlStateKey *key, const RlStateRow *row, RlRowR
 	TupleTableSlot *slot = t->slot;
 	TM_FailureData tmfd;
 	LockTupleMode lockmode;
-	bool		update_indexes;
+	RlUpdateIndexes update_indexes;
 	TM_Result	result;
 
 	StoreRowInSlot(slot, key, row);
-	result = table_tuple_update(t->rel, &ref->tid, slot, GetCurrentCommandId(true),
-								InvalidSnapshot, InvalidSnapshot, true,
-								&tmfd, &lockmode, &update_indexes);
+	result = RlTupleUpdate(t->rel, &ref->tid, slot, GetCurrentCommandId(true),
+						   &tmfd, &lockmode, &update_indexes);
 	switch (result)
 	{
 		case TM_Ok:
@@ -328,12 +328,12 @@ DirectReplace(void *handle, const RlStateKey *key, const RlStateRow *row, RlRowR
 	}
 
 	/* Only a non-HOT update needs new index entries. */
-	if (update_indexes)
+	if (update_indexes != RL_UPDATE_NO_INDEXES)
 	{
 		ResultRelInfo *rri;
 		EState	   *estate = CreateStateTableEState(t->rel, &rri);
 
-		ExecInsertIndexTuples(rri, slot, estate, true, false, NULL, NIL);
+		RlInsertIndexTuplesAfterUpdate(rri, slot, estate, update_indexes);
 		FreeStateTableEState(estate, rri);
 	}
 	ItemPointerCopy(&slot->tts_tid, &ref->tid);
