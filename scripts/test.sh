@@ -39,17 +39,42 @@
 # its own.
 set -uo pipefail
 
-# --pg N: test PostgreSQL N.  Where this system has no PostgreSQL N (15 is
-# Debian 12's), the run goes on inside a Debian chroot that has it
+# Without --pg: every major in CI_MAJORS (15, 17 and 18) in turn, and the
+# sum.  --pg N: PostgreSQL N alone.  Where this system has no PostgreSQL N
+# (15 is Debian 12's), that run goes on inside a Debian chroot that has it
 # (scripts/chroot.sh: 17 from trixie, 18 from forky).
+CI_MAJORS=(15 17 18)
+majors=()
 while [ $# -gt 0 ]; do
 	case $1 in
 		--pg) [ $# -ge 2 ] || { echo "error: --pg needs a major version" >&2; exit 2; }
-			export RL_PG_VERSION=$2; shift 2 ;;
-		--pg=*) export RL_PG_VERSION=${1#--pg=}; shift ;;
-		*) echo "usage: bash scripts/test.sh [--pg MAJOR]" >&2; exit 2 ;;
+			majors+=("$2"); shift 2 ;;
+		--pg=*) majors+=("${1#--pg=}"); shift ;;
+		*) echo "usage: bash scripts/test.sh [--pg MAJOR]..." >&2; exit 2 ;;
 	esac
 done
+[ ${#majors[@]} -gt 0 ] || majors=("${CI_MAJORS[@]}")
+if [ ${#majors[@]} -gt 1 ]; then
+	all_passed=0 all_failed=0 lines=()
+	for major in "${majors[@]}"; do
+		echo "======== PostgreSQL $major"
+		start=$SECONDS
+		bash "$0" --pg "$major" | tee "/tmp/ratelimit-test-$major.log"
+		last=$(tail -n 1 "/tmp/ratelimit-test-$major.log")
+		if [[ $last =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]]; then
+			all_passed=$((all_passed + BASH_REMATCH[1])); all_failed=$((all_failed + BASH_REMATCH[2]))
+		else
+			all_failed=$((all_failed + 1)); last="did not finish ($last)"
+		fi
+		lines+=("$(printf 'PostgreSQL %-3s %s  (%d min %02d s)' "$major" "$last" $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60)))")
+	done
+	echo
+	printf '%s\n' "${lines[@]}"
+	echo "$all_passed passed, $all_failed failed"
+	[ "$all_failed" -eq 0 ]
+	exit
+fi
+export RL_PG_VERSION=${majors[0]}
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/chroot.sh"
 cd "$RL_ROOT"

@@ -394,7 +394,11 @@ for _ in $(seq 1 75); do
 	        WHERE jobid IN ($jid2, $jidb) AND status = 'succeeded'")" = 2 ] && break
 	sleep 1
 done
-rl_check "(d) ... its details" "$CRONDB|$ROLE|SELECT public.rl_cron_refill('zd')|1 row" \
+# A run over a connection reports "1 row"; a background worker, the
+# command tag.
+run_message="1 row"
+[ "$CRON_SECONDS" = no ] || run_message="SELECT 1"
+rl_check "(d) ... its details" "$CRONDB|$ROLE|SELECT public.rl_cron_refill('zd')|$run_message" \
 	"$(q "SELECT database || '|' || username || '|' || command || '|' || return_message FROM cron.job_run_details
 	      WHERE jobid = $jd AND start_time > '$t0' AND status = 'succeeded' ORDER BY runid LIMIT 1")"
 if [ "$CRON_SECONDS" = no ]; then
