@@ -75,11 +75,20 @@ if [ ${#majors[@]} -gt 1 ]; then
 	exit
 fi
 export RL_PG_VERSION=${majors[0]}
+# RL_PG_BIN=DIR: a server of that major built elsewhere (PostgreSQL 16 has
+# no Debian package): used as it is, with pg_cron and pgTAP installed into
+# it beforehand; only the packages that are not PostgreSQL's are installed.
+own_server=${RL_PG_BIN:+yes}
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/chroot.sh"
 cd "$RL_ROOT"
 
-if [ ! -x "/usr/lib/postgresql/$RL_PG_VERSION/bin/pg_config" ] \
+if [ "$own_server" = yes ]; then
+	[ -x "$RL_PG_BIN/pg_config" ] || rl_die "RL_PG_BIN=$RL_PG_BIN has no pg_config"
+	[ "$("$RL_PG_BIN/pg_config" --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')" = "$RL_PG_VERSION" ] \
+		|| rl_die "RL_PG_BIN=$RL_PG_BIN is not PostgreSQL $RL_PG_VERSION (give --pg with its major)"
+	RL_PACKAGES=($(printf '%s\n' "${RL_PACKAGES[@]}" | grep -v '^postgresql-'))
+elif [ ! -x "/usr/lib/postgresql/$RL_PG_VERSION/bin/pg_config" ] \
 	&& [ "$RL_PG_VERSION" != 15 ]; then
 	rl_log "PostgreSQL $RL_PG_VERSION: testing inside its Debian chroot"
 	rl_chroot_run "$RL_PG_VERSION" env RL_SUITE_TIMEOUT="${RL_SUITE_TIMEOUT:-}" \
