@@ -60,6 +60,7 @@
 #   BENCH_SW_ROWS  section 5: admissions pre-filled at the largest limit in
 #                  each of the two approaches (default 2000000); sets the
 #                  keys per statement at every limit (at most 1000)
+#   BENCH_RESULTS  where the report goes (default test/bench/RESULTS.md)
 #   BENCH_BUILD=0  measure the installed extension as it is (default 1:
 #                  install missing packages, build and install the tree's)
 set -euo pipefail
@@ -110,7 +111,7 @@ SW_SPACING='100 milliseconds'  # section 5: between pre-filled admissions
 SW_KEYS_MAX=1000    # section 5: at most this many keys per statement
 SIZE_PERIOD='3 hours'  # section 6: holds 10,000 admissions one second apart
 OUT=$HERE/out       # git-ignored scratch space (pgbench scripts and logs)
-RESULTS=$HERE/RESULTS.md
+RESULTS=${BENCH_RESULTS:-$HERE/RESULTS.md}
 PGBENCH=$RL_PG_BIN/pgbench
 
 cleanup() {
