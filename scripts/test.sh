@@ -3,6 +3,11 @@
 # "N passed, N failed".  Installs missing packages, builds and installs the
 # extension first.  Exit status is non-zero when anything failed.
 #
+#   bash scripts/test.sh              PostgreSQL 15, 17 and 18 in turn
+#   bash scripts/test.sh --pg 17      one major (17 and 18: in a chroot)
+#   RL_PG_BIN=DIR bash scripts/test.sh --pg 16
+#                                     a server built elsewhere
+#
 #   GoogleTest  test/unit/           the C++ core, no server
 #   pg_regress  sql/ + expected/     make installcheck        } once per
 #   isolation   test/isolation/      pg_isolation_regress     } access path:
