@@ -21,7 +21,9 @@ OBJS = \
 	src/core/token_bucket.o \
 	src/core/zone.o
 
-HEADERS = $(wildcard src/*.h src/core/*.h)
+# Internal headers: dependencies of the objects, never installed (PGXS
+# would install a HEADERS list into the server's include directory).
+RL_HEADERS = $(wildcard src/*.h src/core/*.h)
 
 DATA = $(wildcard sql/$(EXTENSION)--*.sql)
 
@@ -56,7 +58,7 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
 # PGXS does not track header dependencies.
-$(OBJS): $(HEADERS)
+$(OBJS): $(RL_HEADERS)
 
 # The LLVM bitcode step compiles C++ with clang: give it the same standard.
 COMPILE.cxx.bc = $(CLANG) -xc++ -std=c++17 -Wno-ignored-attributes $(BITCODE_CXXFLAGS) $(CPPFLAGS) -flto=thin -emit-llvm -c

@@ -14,9 +14,11 @@ if [ "${1:-}" = "stop" ]; then
 fi
 rl_cluster_stop
 
-rl_install_packages
+# Only what building and running it needs: the test command installs the
+# test tools.
+rl_install_packages "${RL_BUILD_PACKAGES[@]}"
 rl_build_install
-rl_cluster_start demo
+RL_PRELOAD=ratelimit rl_cluster_start demo
 rl_psql -d postgres -c 'CREATE EXTENSION ratelimit' >/dev/null
 
 call="SELECT rl_token_bucket('demo:user:42', 1, 10)"

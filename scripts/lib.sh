@@ -39,17 +39,21 @@ rl_command_with_env() {
 	echo "$command"
 }
 
-# Debian 12 builds PostgreSQL 15's bitcode with clang 14, whose libFuzzer
-# runtime the fuzz test uses; the newer releases' server-dev packages bring
-# their own clang.
+# What building and running the extension needs (the demo's packages):
+# Debian 12 builds PostgreSQL 15's JIT bitcode with clang 14 and llvm 14;
+# the newer releases' server-dev packages bring their own clang.
 if [ "$RL_PG_VERSION" = 15 ]; then
-	RL_CLANG_PACKAGES=(clang-14 llvm-14 libclang-rt-14-dev)
+	RL_BUILD_PACKAGES=(make gcc g++ clang-14 llvm-14)
 else
-	RL_CLANG_PACKAGES=(clang llvm)
+	RL_BUILD_PACKAGES=(make gcc g++ clang llvm)
 fi
+RL_BUILD_PACKAGES+=(postgresql-$RL_PG_VERSION postgresql-server-dev-$RL_PG_VERSION)
+# ... and what the test suites need besides (clang 14's libFuzzer runtime
+# for the fuzz test, on Debian 12 only).
+RL_TEST_TOOLS=()
+[ "$RL_PG_VERSION" != 15 ] || RL_TEST_TOOLS=(libclang-rt-14-dev)
 RL_PACKAGES=(
-	make gcc g++ "${RL_CLANG_PACKAGES[@]}"
-	postgresql-$RL_PG_VERSION postgresql-server-dev-$RL_PG_VERSION
+	"${RL_BUILD_PACKAGES[@]}" "${RL_TEST_TOOLS[@]}"
 	postgresql-$RL_PG_VERSION-cron postgresql-$RL_PG_VERSION-pgtap
 	libtap-parser-sourcehandler-pgtap-perl
 	libgtest-dev
@@ -142,6 +146,7 @@ rl_allow_traverse() {
 }
 
 # rl_cluster_start NAME [extra postgresql.conf lines...]
+# RL_PRELOAD: its shared_preload_libraries (default 'pg_cron, ratelimit').
 # Sets PGHOST, PGPORT, PGUSER, RL_PGDATA, RL_CLUSTER_DIR.
 # rl_cluster_use NAME: point RL_CLUSTER_DIR and RL_PGDATA at cluster NAME.
 rl_cluster_use() {
@@ -163,8 +168,8 @@ rl_cluster_start() {
 	{
 		echo "listen_addresses = '127.0.0.1'"
 		echo "unix_socket_directories = ''"
-		echo "shared_preload_libraries = 'pg_cron, ratelimit'"
-		echo "cron.database_name = 'postgres'"
+		echo "shared_preload_libraries = '${RL_PRELOAD:-pg_cron, ratelimit}'"
+		[[ ${RL_PRELOAD:-pg_cron} != *pg_cron* ]] || echo "cron.database_name = 'postgres'"
 		echo "max_prepared_transactions = 10"
 		echo "logging_collector = off"
 		local line
