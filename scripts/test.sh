@@ -61,11 +61,13 @@ done
 [ ${#majors[@]} -gt 0 ] || majors=("${CI_MAJORS[@]}")
 if [ ${#majors[@]} -gt 1 ]; then
 	all_passed=0 all_failed=0 lines=()
+	logs=$(mktemp -d)
+	trap 'rm -rf "$logs"' EXIT
 	for major in "${majors[@]}"; do
 		echo "======== PostgreSQL $major"
 		start=$SECONDS
-		bash "$0" --pg "$major" | tee "/tmp/ratelimit-test-$major.log"
-		last=$(tail -n 1 "/tmp/ratelimit-test-$major.log")
+		bash "$0" --pg "$major" | tee "$logs/$major.log"
+		last=$(tail -n 1 "$logs/$major.log")
 		if [[ $last =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]]; then
 			all_passed=$((all_passed + BASH_REMATCH[1])); all_failed=$((all_failed + BASH_REMATCH[2]))
 		else

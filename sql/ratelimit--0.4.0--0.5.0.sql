@@ -156,13 +156,17 @@ DECLARE
     headers jsonb;
     response jsonb;
     message text;
-    wait text;
+    detail text;
+    hint text := 'Wait for the Retry-After header''s seconds before the next request.';
 BEGIN
     IF zone IS NULL THEN
         RAISE EXCEPTION 'zone must not be null' USING ERRCODE = '22004';
     END IF;
-    -- Bad proxy arguments fail every request, not only the anonymous ones.
-    PERFORM @extschema@.rl_client_address(NULL, NULL, trusted_proxies, proxy_header);
+    -- Bad proxy arguments fail every request, not only the anonymous ones
+    -- (the settings were checked when they were set).
+    IF trusted_proxies IS NOT NULL OR proxy_header IS NOT NULL THEN
+        PERFORM @extschema@.rl_client_address(NULL, NULL, trusted_proxies, proxy_header);
+    END IF;
     IF k IS NULL THEN
         BEGIN
             claims := nullif(current_setting('request.jwt.claims', true), '')::jsonb;
@@ -198,20 +202,15 @@ BEGIN
 
     IF NOT result.allowed THEN
         message := format('rate limit of zone "%s" exceeded', zone);
-        wait := ceil(extract(epoch FROM result.retry_after))::bigint::text;
+        detail := format('Retry after %s s.', ceil(extract(epoch FROM result.retry_after))::bigint);
         IF current_setting('ratelimit.guard_error') = 'pt429' THEN
-            RAISE EXCEPTION USING ERRCODE = 'PT429', MESSAGE = message,
-                DETAIL = format('Retry after %s s.', wait),
-                HINT = 'Wait for the Retry-After header''s seconds before the next request.';
+            RAISE EXCEPTION USING ERRCODE = 'PT429', MESSAGE = message, DETAIL = detail, HINT = hint;
         END IF;
         -- PostgREST takes the response from the error: MESSAGE is the body,
         -- DETAIL the status and headers.
         RAISE EXCEPTION USING ERRCODE = 'PGRST',
-            MESSAGE = jsonb_build_object(
-                'code', 'RL429',
-                'message', message,
-                'details', format('Retry after %s s.', wait),
-                'hint', 'Wait for the Retry-After header''s seconds before the next request.')::text,
+            MESSAGE = jsonb_build_object('code', 'RL429', 'message', message,
+                                         'details', detail, 'hint', hint)::text,
             DETAIL = jsonb_build_object(
                 'status', 429,
                 'status_text', 'Too Many Requests',
@@ -359,14 +358,16 @@ BEGIN
 END
 $fn$;
 
--- The extension's functions and relations named in a privilege set, as
--- GRANT/REVOKE targets ('FUNCTION public.rl_limit(text,text,integer)').
-CREATE FUNCTION ratelimit.privilege_targets(privileges text)
-RETURNS SETOF text
+-- Every function and relation the extension owns, by name, as a GRANT or
+-- REVOKE target ('FUNCTION public.rl_limit(text,text,integer)', 'TABLE
+-- rl_zones', 'SEQUENCE ratelimit.zone_id_seq').  The privilege audit test
+-- (test/pgtap/audit.sql) reads the same catalogs on its own.
+CREATE FUNCTION ratelimit.members(OUT name name, OUT target text)
+RETURNS SETOF record
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $fn$
-    SELECT 'FUNCTION ' || p.oid::regprocedure::text
+    SELECT p.proname, 'FUNCTION ' || p.oid::regprocedure::text
     FROM pg_depend d
     JOIN pg_proc p ON p.oid OPERATOR(pg_catalog.=) d.objid
     WHERE d.classid OPERATOR(pg_catalog.=) 'pg_proc'::regclass
@@ -374,9 +375,8 @@ AS $fn$
       AND d.refobjid OPERATOR(pg_catalog.=) (SELECT e.oid FROM pg_extension e
                                              WHERE e.extname OPERATOR(pg_catalog.=) 'ratelimit')
       AND d.deptype OPERATOR(pg_catalog.=) 'e'
-      AND p.proname OPERATOR(pg_catalog.=) ANY (ratelimit.privilege_set(privileges))
     UNION ALL
-    SELECT 'TABLE ' || c.oid::regclass::text
+    SELECT c.relname, CASE c.relkind WHEN 'S' THEN 'SEQUENCE ' ELSE 'TABLE ' END || c.oid::regclass::text
     FROM pg_depend d
     JOIN pg_class c ON c.oid OPERATOR(pg_catalog.=) d.objid
     WHERE d.classid OPERATOR(pg_catalog.=) 'pg_class'::regclass
@@ -384,8 +384,6 @@ AS $fn$
       AND d.refobjid OPERATOR(pg_catalog.=) (SELECT e.oid FROM pg_extension e
                                              WHERE e.extname OPERATOR(pg_catalog.=) 'ratelimit')
       AND d.deptype OPERATOR(pg_catalog.=) 'e'
-      AND c.relname OPERATOR(pg_catalog.=) ANY (ratelimit.privilege_set(privileges))
-    ORDER BY 1
 $fn$;
 
 -- GRANT or REVOKE the privilege set to or from grantee, and for GRANT
@@ -410,7 +408,9 @@ BEGIN
                        (SELECT n.nspname FROM pg_namespace n WHERE n.oid OPERATOR(pg_catalog.=) extension_schema),
                        grantee);
     END IF;
-    FOR target IN SELECT t FROM ratelimit.privilege_targets(privileges) t LOOP
+    FOR target IN SELECT m.target FROM ratelimit.members() m
+                  WHERE m.name OPERATOR(pg_catalog.=) ANY (ratelimit.privilege_set(privileges))
+                  ORDER BY 1 LOOP
         EXECUTE format('%s %s ON %s %s %s', verb,
                        CASE WHEN target LIKE 'FUNCTION %' THEN 'EXECUTE' ELSE 'SELECT' END,
                        target, CASE verb WHEN 'GRANT' THEN 'TO' ELSE 'FROM' END, grantee);
@@ -462,31 +462,13 @@ COMMENT ON FUNCTION rl_revoke(regrole, text) IS
 
 -- Functions are created executable by PUBLIC, and earlier versions granted
 -- the views to PUBLIC: take it all back, from every object the extension
--- owns, but the two pure functions.  The privilege audit test
--- (test/pgtap/audit.sql) reads the same catalogs.
+-- owns, but the two pure functions.
 DO $do$
 DECLARE
     target text;
 BEGIN
-    FOR target IN
-        SELECT 'FUNCTION ' || p.oid::regprocedure::text
-        FROM pg_catalog.pg_depend d
-        JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) d.objid
-        WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
-          AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
-          AND d.refobjid OPERATOR(pg_catalog.=) (SELECT e.oid FROM pg_catalog.pg_extension e
-                                                 WHERE e.extname OPERATOR(pg_catalog.=) 'ratelimit')
-          AND d.deptype OPERATOR(pg_catalog.=) 'e'
-          AND p.proname OPERATOR(pg_catalog.<>) ALL (ARRAY['rl_headers', 'rl_client_address'])
-        UNION ALL
-        SELECT CASE c.relkind WHEN 'S' THEN 'SEQUENCE ' ELSE 'TABLE ' END || c.oid::pg_catalog.regclass::text
-        FROM pg_catalog.pg_depend d
-        JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) d.objid
-        WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
-          AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
-          AND d.refobjid OPERATOR(pg_catalog.=) (SELECT e.oid FROM pg_catalog.pg_extension e
-                                                 WHERE e.extname OPERATOR(pg_catalog.=) 'ratelimit')
-          AND d.deptype OPERATOR(pg_catalog.=) 'e'
+    FOR target IN SELECT m.target FROM ratelimit.members() m
+                  WHERE m.name OPERATOR(pg_catalog.<>) ALL (ARRAY['rl_headers', 'rl_client_address'])
     LOOP
         EXECUTE pg_catalog.format('REVOKE ALL ON %s FROM PUBLIC', target);
     END LOOP;

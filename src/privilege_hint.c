@@ -66,32 +66,40 @@ IsOwnerOnly(const char *name)
 	return false;
 }
 
+/* The hint for edata, or NULL when it is not a refusal of one of ours. */
+static char *
+GrantHint(const ErrorData *edata)
+{
+	char		name[NAMEDATALEN];
+	bool		function;
+
+	if (edata->elevel < ERROR || edata->sqlerrcode != ERRCODE_INSUFFICIENT_PRIVILEGE ||
+		edata->hint != NULL || edata->message_id == NULL || edata->message == NULL)
+		return NULL;
+	function = strcmp(edata->message_id, "permission denied for function %s") == 0;
+	if (!function && strcmp(edata->message_id, "permission denied for view %s") != 0)
+		return NULL;
+	if (!NamedObject(edata->message, name, sizeof(name)))
+		return NULL;
+	if (!function)
+		return pstrdup("The extension's owner grants the monitoring views to a "
+					   "role with SELECT rl_grant('role_name', 'monitor').");
+	if (IsOwnerOnly(name))
+		return psprintf("%s is for the owner of extension ratelimit: zone management, "
+						"reset, garbage collection and grants are not granted by rl_grant.",
+						name);
+	return pstrdup("PUBLIC executes no rate-limit function. The extension's owner "
+				   "grants the decision functions to a role with "
+				   "SELECT rl_grant('role_name').");
+}
+
 static void
 AddGrantHint(ErrorData *edata)
 {
-	char		name[NAMEDATALEN];
+	char	   *hint = GrantHint(edata);
 
-	if (edata->elevel >= ERROR &&
-		edata->sqlerrcode == ERRCODE_INSUFFICIENT_PRIVILEGE &&
-		edata->hint == NULL &&
-		edata->message_id != NULL && edata->message != NULL &&
-		NamedObject(edata->message, name, sizeof(name)))
-	{
-		if (strcmp(edata->message_id, "permission denied for function %s") != 0)
-		{
-			if (strcmp(edata->message_id, "permission denied for view %s") == 0)
-				edata->hint = pstrdup("The extension's owner grants the monitoring views to a "
-									  "role with SELECT rl_grant('role_name', 'monitor').");
-		}
-		else if (IsOwnerOnly(name))
-			edata->hint = psprintf("%s is for the owner of extension ratelimit: zone management, "
-								   "reset, garbage collection and grants are not granted by rl_grant.",
-								   name);
-		else
-			edata->hint = pstrdup("PUBLIC executes no rate-limit function. The extension's owner "
-								  "grants the decision functions to a role with "
-								  "SELECT rl_grant('role_name').");
-	}
+	if (hint != NULL)
+		edata->hint = hint;
 	if (prev_emit_log_hook)
 		prev_emit_log_hook(edata);
 }

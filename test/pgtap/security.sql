@@ -25,7 +25,7 @@ SET LOCAL timezone = 'UTC';
 SET LOCAL datestyle = 'ISO, YMD';
 SET LOCAL client_min_messages = warning;
 
-SELECT plan(253);
+SELECT plan(255);
 
 LOAD 'ratelimit';
 SET LOCAL ratelimit.now_override = '2026-01-01 00:00:00+00';
@@ -233,14 +233,15 @@ SELECT results_eq(
     $$SELECT fn, s.setting COLLATE "default"
       FROM pg_temp.ext_functions() f, pg_catalog.pg_proc p, unnest(p.proconfig) s(setting)
       WHERE p.oid = f.fn::regprocedure
-        AND p.proname IN ('rl_grant', 'rl_revoke', 'privilege_set', 'privilege_targets')
+        AND p.proname IN ('rl_grant', 'rl_revoke', 'privilege_set', 'members', 'change_privileges')
         AND s.setting LIKE 'search\_path=%'
       ORDER BY fn COLLATE "C"$$,
-    $$VALUES ('ratelimit.privilege_set(text)'::text, 'search_path=pg_catalog, pg_temp'::text),
-             ('ratelimit.privilege_targets(text)', 'search_path=pg_catalog, pg_temp'),
+    $$VALUES ('ratelimit.change_privileges(text,regrole,text)'::text, 'search_path=pg_catalog, pg_temp'::text),
+             ('ratelimit.members()', 'search_path=pg_catalog, pg_temp'),
+             ('ratelimit.privilege_set(text)', 'search_path=pg_catalog, pg_temp'),
              ('rl_grant(regrole,text)', 'search_path=pg_catalog, pg_temp'),
              ('rl_revoke(regrole,text)', 'search_path=pg_catalog, pg_temp')$$,
-    'rl_grant, rl_revoke, privilege_set() and privilege_targets() pin search_path');
+    'rl_grant, rl_revoke and their helpers privilege_set(), members() and change_privileges() pin search_path');
 -- PostgREST publishes whatever a request's role may execute, and anyone's
 -- role may execute what PUBLIC may.
 SELECT results_eq(
@@ -425,7 +426,8 @@ LANGUAGE sql AS $$
         'SELECT ratelimit.drop_refill_jobs()',
         'SELECT ratelimit.zone_changed()',
         $s$SELECT ratelimit.privilege_set('limit')$s$,
-        $s$SELECT * FROM ratelimit.privilege_targets('limit')$s$,
+        $s$SELECT * FROM ratelimit.members()$s$,
+        $s$SELECT ratelimit.change_privileges('GRANT', 'rl_sec_user', 'monitor')$s$,
         $s$SELECT rl_grant('rl_sec_user', 'monitor')$s$,
         $s$SELECT rl_revoke('rl_sec_user')$s$,
         $s$SELECT rl_zone_set('sec_forged', 'token_bucket', 1000000, '1 second')$s$,
