@@ -3,32 +3,49 @@ EXTVERSION = 0.5.0
 
 MODULE_big = ratelimit
 OBJS = \
-	src/cron.o \
-	src/gc.o \
-	src/http_guard.o \
-	src/privilege_hint.o \
 	src/ratelimit.o \
-	src/state_cache.o \
-	src/store_direct.o \
-	src/store_shmem.o \
-	src/store_spi.o \
-	src/token_bucket_sql.o \
-	src/trigger.o \
-	src/zone.o \
-	src/zone_sql.o \
+	src/api/drop_extension.o \
+	src/api/gc.o \
+	src/api/http_guard.o \
+	src/api/monitor.o \
+	src/api/privilege_hint.o \
+	src/api/token_bucket.o \
+	src/api/trigger.o \
+	src/api/zone_admin.o \
+	src/api/zone_calls.o \
+	src/decision/algorithms.o \
+	src/decision/decide.o \
+	src/decision/zone.o \
+	src/store/row_direct.o \
+	src/store/row_spi.o \
+	src/store/shmem_file.o \
+	src/store/shmem_sets.o \
+	src/store/shmem_store.o \
+	src/store/state_table.o \
+	src/store/store.o \
+	src/store/table_cache.o \
+	src/store/table_store.o \
+	src/base/args.o \
+	src/base/clock.o \
+	src/base/counters.o \
+	src/base/settings.o \
+	src/base/spi_exec.o \
 	src/core/client_address.o \
+	src/core/counter_algorithms.o \
 	src/core/sliding_window.o \
-	src/core/token_bucket.o \
-	src/core/zone.o
+	src/core/token_bucket.o
 
 # Internal headers: dependencies of the objects, never installed (PGXS
 # would install a HEADERS list into the server's include directory).
-RL_HEADERS = $(wildcard src/*.h src/core/*.h)
+RL_HEADERS = $(wildcard src/*/*.h)
 
-DATA = $(wildcard sql/$(EXTENSION)--*.sql)
+# The install script is built from sql/$(EXTENSION).sql; DATA is for upgrade
+# scripts (sql/$(EXTENSION)--<from>--<to>.sql), none so far.
+DATA = $(wildcard sql/$(EXTENSION)--*--*.sql)
+DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
 
 # setup first: it creates what the other tests share.
-REGRESS = setup $(filter-out setup $(EXTENSION)--%,$(patsubst sql/%.sql,%,$(wildcard sql/*.sql)))
+REGRESS = setup $(filter-out setup $(EXTENSION) $(EXTENSION)--%,$(patsubst sql/%.sql,%,$(wildcard sql/*.sql)))
 REGRESS_OPTS = --inputdir=. --load-extension=$(EXTENSION)
 
 PG_CPPFLAGS = -I$(srcdir)/src
@@ -57,6 +74,9 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+sql/$(EXTENSION)--$(EXTVERSION).sql: sql/$(EXTENSION).sql
+	cp $< $@
+
 # PGXS does not track header dependencies.
 $(OBJS): $(RL_HEADERS)
 
@@ -73,6 +93,10 @@ test/unit/run_unit_tests: $(CORE_SRCS) $(UNIT_SRCS) $(wildcard src/core/*.h test
 unit: test/unit/run_unit_tests
 	test/unit/run_unit_tests
 
-EXTRA_CLEAN = test/unit/run_unit_tests results regression.diffs regression.out
+EXTRA_CLEAN = test/unit/run_unit_tests results regression.diffs regression.out $(EXTENSION)-*.zip
 
-.PHONY: unit
+# A source archive for PGXN: what git holds at HEAD, nothing built.
+dist:
+	git archive --format zip --prefix=$(EXTENSION)-$(EXTVERSION)/ --output $(EXTENSION)-$(EXTVERSION).zip HEAD
+
+.PHONY: unit dist

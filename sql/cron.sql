@@ -1,4 +1,4 @@
--- token_bucket zones with refill => 'cron' (0.4.0) on a fixed test clock.
+-- token_bucket zones with refill => 'cron' on a fixed test clock.
 -- Calls only take whole tokens; rl_cron_refill(zone), what the pg_cron job
 -- runs, adds rate * tick / period tokens to every bucket of the zone below
 -- capacity.  The part token is kept in ratelimit.state.counter, in units of

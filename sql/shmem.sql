@@ -1,4 +1,4 @@
--- The shmem store (SPEC 2.4) on a fixed test clock.  The same calls on a
+-- The shmem store on a fixed test clock.  The same calls on a
 -- table zone and a shmem zone with identical parameters must give the same
 -- results, for every algorithm the shmem store takes (all but the exact
 -- sliding_window); rl_token_bucket and rl_gcra likewise with
@@ -250,7 +250,7 @@ DECLARE
                                           '2026-01-01 08:00:04.5+00', '2026-01-01 08:00:05.05+00'];
 BEGIN
     PERFORM set_config('ratelimit.default_store', store, true);
-    -- SPEC 2.1, rate 1, window 10: twelve calls at one instant 9 .. 0, -1,
+    -- The documented example, rate 1, window 10: twelve calls at one instant 9 .. 0, -1,
     -- -1; 4 s later 3; cost 3 empties it; 100 refused calls at 4.5 s; at
     -- 5.05 s (1.05 tokens since 4 s) one is admitted (0), the next refused.
     PERFORM set_config('ratelimit.now_override', clock[1]::text, true);

@@ -1,4 +1,4 @@
--- rl_token_bucket as a user sees it (SPEC 2.1), on a fixed test clock.
+-- rl_token_bucket as a user sees it, on a fixed test clock.
 SET ratelimit.now_override = '2026-01-01 00:00:00+00';
 
 -- Rate 1/s, window 10: capacity 10; the first call finds a full bucket.

@@ -1,10 +1,13 @@
--- Zones (SPEC 2.2, 2.3, 2.5 rl_headers) on a fixed test clock.  The
+-- Zones and rl_headers on a fixed test clock.  The
 -- comments give the numbers each result must show, worked out from the
 -- algorithms' definitions; the expected output was checked against them.
 SET timezone = 'UTC';
 SET datestyle = 'ISO, YMD';
 SET intervalstyle = 'postgres';
 SET ratelimit.now_override = '2026-01-01 00:00:00+00';
+-- The history counts below (sections 10 and 16) are of this file's zones:
+-- the earlier files' history (shadow, trigger) goes.
+TRUNCATE ratelimit.history;
 -- The ids of a zone's rows in ratelimit.state.
 CREATE FUNCTION pg_temp.zone_id(zone text) RETURNS int LANGUAGE sql AS $$
     SELECT zone_id FROM ratelimit.zone z WHERE z.zone = $1

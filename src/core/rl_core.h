@@ -98,7 +98,7 @@ bool		rl_token_bucket_idle(const RlTokenBucketState *state, int64_t now_us,
 								 const RlTokenBucketLimit *limit) RL_NOEXCEPT;
 
 /* ---------------------------------------------------------------------------
- * Zones: named policies of rate requests per period (SPEC 2.2).
+ * Zones: named policies of rate requests per period.
  * ------------------------------------------------------------------------- */
 
 typedef enum RlAlgorithm
@@ -326,7 +326,7 @@ bool		rl_sw_decode_header(const uint8_t *bytes, int32_t len, int64_t admitted,
 								int64_t stamp_us, RlSlidingWindowState *state) RL_NOEXCEPT;
 
 /* ---------------------------------------------------------------------------
- * redis-cell's CL.THROTTLE key max_burst count period quantity (SPEC 2.3).
+ * redis-cell's CL.THROTTLE key max_burst count period quantity.
  * ------------------------------------------------------------------------- */
 
 typedef enum RlGcraError

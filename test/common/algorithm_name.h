@@ -1,6 +1,6 @@
 // The name of an algorithm in test messages, for the unit tests and the
 // fuzzer alike (the fuzzer is built without GoogleTest, so this is not in
-// test/unit/zone_harness.h).  Unlike the SQL name in src/zone.c, the cron
+// test/unit/zone_harness.h).  Unlike the SQL name in src/decision/zone.c, the cron
 // variant is told apart from the inline token bucket.
 #ifndef RL_TEST_ALGORITHM_NAME_H
 #define RL_TEST_ALGORITHM_NAME_H

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Integration test of the pg_cron refill mode (0.4.0) with a real pg_cron:
+# Integration test of the pg_cron refill mode with a real pg_cron:
 # Debian's postgresql-NN-cron, 1.4 on PostgreSQL 15 (minute schedules only),
 # 1.6 on 17 and 18 ('N seconds' schedules, run by background workers).
 # Expected schedules and ticks follow the version.  Starts clusters of its

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fault audit (SPEC 3).  Starts a cluster of its own (scripts/lib.sh; name
+# Fault audit.  Starts a cluster of its own (scripts/lib.sh; name
 # from RL_AUDIT_CLUSTER, default audit) and prints "ok"/"not ok" lines:
 #   (a) a backend SIGKILLed in the middle of a stream of calls: the server
 #       goes through crash recovery and answers again; the unlogged state is

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fault test of the shmem store (SPEC 2.4).  Starts clusters of its own
+# Fault test of the shmem store.  Starts clusters of its own
 # (scripts/lib.sh) and prints "ok"/"not ok" lines:
 #   shmemfault  (a) a clean restart (fast, then smart) keeps the state, the
 #               log says how many keys were loaded, the file is removed

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Stress test of the shmem store's growth under concurrent readers.  The
-# store grows by linear hashing (src/store_shmem.c): it starts with base
+# store grows by linear hashing (src/store/shmem_sets.c): it starts with base
 # sets in use (16 to 31), splits one more whenever a new key lands in a set
 # holding more than 24, and goes up a level (base << level sets, then
 # splits from set 0 again) each time the split order wraps, up to

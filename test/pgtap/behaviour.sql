@@ -1,4 +1,4 @@
--- rl_token_bucket behaviour (SPEC 2.1, 2.4, 2.6) under a fixed test clock.
+-- rl_token_bucket behaviour under a fixed test clock.
 -- Must pass with ratelimit.table_access set to auto, direct or spi.
 --
 -- The table store writes a key's row on its first call in a transaction and
@@ -61,14 +61,14 @@ END
 $$;
 
 -------------------------------------------------------------------------
--- SPEC 2.1 example: rate 1, window 10.
+-- The documented example: rate 1, window 10.
 -------------------------------------------------------------------------
 SELECT is((SELECT array_agg(rl_token_bucket('bh-spec', 1, 10)) FROM generate_series(1, 12)),
           ARRAY[9, 8, 7, 6, 5, 4, 3, 2, 1, 0, -1, -1]::bigint[],
-          'SPEC 2.1: twelve calls at one instant return 9 .. 0, -1, -1');
+          'twelve calls at one instant return 9 .. 0, -1, -1');
 SET LOCAL ratelimit.now_override = '2026-01-01 00:00:04+00';
 SELECT is(rl_token_bucket('bh-spec', 1, 10), 3::bigint,
-          'SPEC 2.1: 4 seconds later the next call returns 3');
+          '4 seconds later the next call returns 3');
 SELECT is(rl_token_bucket('bh-spec', 1, 10), 2::bigint, 'and the one after returns 2');
 SELECT diag('ratelimit.table_access = ' || current_setting('ratelimit.table_access'));
 SET LOCAL ratelimit.now_override = '2026-01-01 00:00:00+00';
@@ -117,7 +117,7 @@ SELECT is((SELECT array_agg(pg_temp.take_at(t, 'bh-frac', 1, 10) ORDER BY t)
           array_fill(-1::bigint, ARRAY[9]),
           'fractions: nine calls at +0.1 s .. +0.9 s are refused');
 SELECT is(pg_temp.take_at(1050000, 'bh-frac', 1, 10), 0::bigint,
-          'fractions: a call at +1.05 s is admitted (SPEC 2.1)');
+          'fractions: a call at +1.05 s is admitted');
 SELECT is(pg_temp.take_at(1100000, 'bh-frac', 1, 10), -1::bigint,
           'fractions: at +1.1 s only 0.1 token is there');
 SELECT is(pg_temp.take_at(1999999, 'bh-frac', 1, 10), -1::bigint,
@@ -143,7 +143,7 @@ SELECT is((SELECT array_agg(pg_temp.take_at(t, 'bh-slow', 0.001, 1000) ORDER BY 
 SELECT is(pg_temp.take_at(1000000000, 'bh-slow', 0.001, 1000), 0::bigint,
           'rate 1/1000: admitted after 1000 s, the refusals did not disturb the refill');
 
--- Accuracy over long runs (SPEC 2.1): admitted <= capacity + rate * elapsed,
+-- Accuracy over long runs: admitted <= capacity + rate * elapsed,
 -- never more than one token below it.
 SELECT admitted AS acc1_admitted, elapsed AS acc1_elapsed
 FROM pg_temp.run('bh-acc-1', 0.7, 5, 2000, 0, 97, 1000) \gset

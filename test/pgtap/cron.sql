@@ -1,4 +1,4 @@
--- The pg_cron refill mode (0.4.0): every bad input of rl_zone_set's refill,
+-- The pg_cron refill mode: every bad input of rl_zone_set's refill,
 -- rl_cron_refill, rl_cron_enable and rl_cron_disable gets its SQLSTATE
 -- (and, where it matters, its hint) and changes nothing: no zone, no state,
 -- no tick, no grant.  An ordinary role can neither run the refill nor

@@ -1,5 +1,5 @@
 -- rl_token_bucket: every bad input gets a precise SQLSTATE and changes
--- nothing (SPEC 2.1, 2.6, 3).  Must pass with ratelimit.table_access set to
+-- nothing.  Must pass with ratelimit.table_access set to
 -- auto, direct or spi.
 BEGIN;
 SET LOCAL timezone = 'UTC';

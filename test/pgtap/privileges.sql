@@ -1,4 +1,4 @@
--- Privileges (SPEC 2.6, 3).  PostgREST publishes every function a request's
+-- Privileges.  PostgREST publishes every function a request's
 -- role may execute, so PUBLIC executes no stateful function and reads no
 -- view: a role meets PostgreSQL's own 42501 until the extension's owner
 -- runs rl_grant, and again after rl_revoke.  With 'limit' a role decides
@@ -154,7 +154,7 @@ SELECT is(rl_token_bucket('priv-default'), 119::bigint,
           'the role gets the defaults (capacity 120)');
 SELECT is((SELECT array_agg(rl_token_bucket('priv-hot', 1, 10)) FROM generate_series(1, 12)),
           ARRAY[9, 8, 7, 6, 5, 4, 3, 2, 1, 0, -1, -1]::bigint[],
-          'the role gets the SPEC 2.1 sequence under the overridden clock');
+          'the role gets the documented sequence under the overridden clock');
 SELECT is(rl_token_bucket('priv-hot', 1, 10, 0), 0::bigint,
           'the role sees the state its own calls left');
 SELECT is(rl_token_bucket('priv-loader', 1, 10, 0), 10::bigint,

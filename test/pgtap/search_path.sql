@@ -1,4 +1,4 @@
--- Every SQL statement the extension issues is schema-qualified (SPEC 3):
+-- Every SQL statement the extension issues is schema-qualified:
 -- an ordinary role that puts its own schema first in search_path, with a
 -- token_bucket table and a text = operator of its own, and a temporary
 -- token_bucket table, cannot capture or observe the extension's statements

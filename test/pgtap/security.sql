@@ -1,4 +1,4 @@
--- Security audit (SPEC 3).  PUBLIC executes only the two pure functions
+-- Security audit.  PUBLIC executes only the two pure functions
 -- and reads nothing: an ordinary role is refused every check until the
 -- owner runs rl_grant.  Granted 'limit', it checks limits but still cannot
 -- read state, history or the views, write them, change zones, reset keys,

@@ -1,4 +1,4 @@
--- The shmem store's privileges (SPEC 2.4, 3): an ordinary role can neither
+-- The shmem store's privileges: an ordinary role can neither
 -- decide nor read rl_counters until the owner grants it (rl_grant 'limit'
 -- and 'monitor': PUBLIC executes no decision function and reads no view
 -- since 0.5.0); then it decides on shmem zones (and with rl_token_bucket /

@@ -1,4 +1,4 @@
--- Zones (SPEC 2.2, 2.3, 3): a hostile search_path cannot capture or change
+-- Zones: a hostile search_path cannot capture or change
 -- zone management and decisions; every bad input gets its SQLSTATE and
 -- changes nothing (state, zones, history); an ordinary role can neither
 -- decide nor read rl_zones until the owner grants it (rl_grant: PUBLIC

@@ -1,4 +1,4 @@
-// GCRA zones and rl_gcra_limit against redis-cell's CL.THROTTLE (SPEC 2.3):
+// GCRA zones and rl_gcra_limit against redis-cell's CL.THROTTLE :
 // its documented numbers, its behaviours, and its algorithm as an exact
 // reference model over random request sequences.
 #include "zone_harness.h"

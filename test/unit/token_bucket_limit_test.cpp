@@ -1,4 +1,4 @@
-// Unit tests of rl_token_bucket_limit (SPEC 2.1 parameter checks).
+// Unit tests of rl_token_bucket_limit (parameter checks).
 #include "core/rl_core.h"
 
 #include <gtest/gtest.h>

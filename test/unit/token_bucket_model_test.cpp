@@ -29,7 +29,7 @@
 // this loses no refill.  With a clock going backwards, the model evaluates at
 // max(stored stamp, now) like the header says ("counts as no time passing").
 //
-// Invariant (SPEC 2.1) checked independently of the model, over every
+// Invariant checked independently of the model, over every
 // contiguous sub-run of calls i..j of a sequence:
 //   admitted cost in i..j <= capacity + rate * (max t - min t over i..j) + 1e-6
 // (with a monotone clock max t - min t is simply t_j - t_i; with a clock going
@@ -529,7 +529,7 @@ TEST(TokenBucketModel, DyadicStepsCarryFractionIntoWholeTokens)
 	EXPECT_EQ(borderline, 0);
 }
 
-// The SPEC example parameters through the harness: exercises the harness
+// The documented example parameters through the harness: exercises the harness
 // itself on known values.
 TEST(TokenBucketModel, HarnessAgreesOnSpecExample)
 {

@@ -1,4 +1,4 @@
-// Precision of the fractional tokens at large capacities (SPEC 2.1:
+// Precision of the fractional tokens at large capacities (the contract:
 // "Fractions of tokens are kept: over any run, admitted <= capacity + rate x
 // elapsed, and never more than one token below it").
 //
@@ -6,7 +6,7 @@
 // doubles would be about C * 2^-52, and each call would round tokens + refill
 // and tokens - cost to it.  When the refill per call is not a multiple of
 // that spacing the rounding errors accumulate call after call, in one
-// direction, instead of staying below one token as the SPEC requires (at
+// direction, instead of staying below one token as required (at
 // 2^53 the spacing is a whole token).  The state therefore keeps whole
 // tokens in an int64 and the fraction in a separate double in [0, 1).  The
 // model tests keep capacities <= 10^6; these tests check the fractions up to
@@ -134,7 +134,7 @@ TEST(TokenBucketPrecision, MaximumCapacityKeepsFractionalRefill)
 // over 11.6 days): 100001 calls of cost 1 every 1357 us.  With tokens in one
 // double the stored count drifted 3.3 below the exact one (999999967845.68
 // against 999999967849), so the final drain admitted 4 tokens fewer than
-// capacity + rate * elapsed (the SPEC allows less than 1); the drift grew
+// capacity + rate * elapsed (less than 1 is allowed); the drift grew
 // with the capacity, about 0.08 token at 10^10, 660 at 10^14.
 TEST(TokenBucketPrecision, LargeCapacityKeepsFractionalRefill)
 {

@@ -1,4 +1,4 @@
-// Unit tests of rl_token_bucket_take (SPEC 2.1 semantics), hand-picked cases.
+// Unit tests of rl_token_bucket_take (the token bucket's semantics), hand-picked cases.
 #include "core/rl_core.h"
 
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
 // Unit tests of the zone parameter checks: rl_zone_limit, rl_zone_cost_valid
-// and rl_gcra_limit (SPEC 2.2, 2.3).
+// and rl_gcra_limit.
 #include "zone_harness.h"
 
 #include <cmath>

@@ -1,6 +1,6 @@
 // token_bucket zones through rl_counter_take: capacity burst (default rate),
 // a continuous refill of rate per period, and the rl_result fields
-// remaining, retry_after and reset_after (SPEC 2.2).
+// remaining, retry_after and reset_after.
 #include "zone_harness.h"
 
 namespace {

@@ -1,0 +1,1059 @@
+\echo Use "CREATE EXTENSION ratelimit" to load this file. \quit
+
+-- The ratelimit extension: rate limiting as one SQL call.
+--
+-- This file is the whole install script (the build copies it to
+-- ratelimit--<version>.sql).  In order:
+--
+--   1. The internal schema ratelimit and the tables: state (every key's
+--      state), zone (the named policies) and history.
+--   2. The token bucket: rl_token_bucket(id, rate, window, cost), which
+--      needs no zone, and the view ratelimit.token_bucket of its buckets.
+--   3. Zones: their configuration (rl_zone_set, rl_zone_drop), the
+--      decision type rl_result, and the calls on a zone (rl_limit,
+--      rl_sliding_window, rl_peek, rl_reset), rl_gcra and rl_headers.
+--   4. Triggers: rl_limit_trigger, a rate limit on rows.
+--   5. Monitoring: the views rl_zones, rl_counters and rl_keys.
+--   6. The pg_cron refill mode: rl_cron_refill, rl_cron_enable,
+--      rl_cron_disable, and the event trigger that removes the jobs at
+--      DROP EXTENSION.
+--   7. Garbage collection: rl_gc.
+--   8. The HTTP guard: rl_client_address and rl_http_guard (PostgREST's
+--      db-pre-request).
+--   9. Privileges: rl_grant and rl_revoke, and the sweep that leaves PUBLIC
+--      nothing but the two pure functions.
+--
+-- The user-facing functions, views and type go to the extension's schema
+-- (@extschema@, public by default); everything else to the schema
+-- ratelimit.  PUBLIC executes nothing that reads or changes rate-limit
+-- state and reads no view of it: PostgreSQL lets PUBLIC execute every new
+-- function, and the sweep at the end of this file takes that back from all
+-- but rl_headers and rl_client_address (section 9 says why).
+
+
+-- ===========================================================================
+-- 1. The schema ratelimit and the tables
+-- ===========================================================================
+
+-- Internal state lives in a schema of its own, which ordinary roles cannot
+-- use; the functions go to the extension's schema (public by default).
+CREATE SCHEMA ratelimit;
+REVOKE ALL ON SCHEMA ratelimit FROM PUBLIC;
+COMMENT ON SCHEMA ratelimit IS 'Internal state of the ratelimit extension';
+
+-- One state table for every algorithm.  A row is one key's state in one
+-- zone (zone_id 0: rl_token_bucket's ad-hoc buckets; -1: rl_gcra's); the
+-- exact sliding window keeps sealed chunks of its log in parts 1 and up.
+-- The primary key starts with the key, so every row of a key shards with it
+-- (YugabyteDB) and distributes by key (Citus).
+--   UNLOGGED: no WAL per decision; crash recovery empties it, and every key
+--     starts afresh (fail-open).  YugabyteDB before 2024.2 refuses UNLOGGED:
+--     there it is an ordinary table.
+--   fillfactor 50: room on the page for the new version of a row, so the
+--     updates stay HOT.
+--   COLLATE "C": keys match byte for byte, and comparisons are memcmp.
+--   refill_pending: rows the pg_cron refill job must visit (cron buckets
+--     below capacity, section 6).  Every other row keeps it NULL and never
+--     changes it, so their updates stay HOT.
+-- The C code reads and writes these columns by position: keep their order.
+DO $do$
+DECLARE
+    columns constant text := $cols$(
+            key             text COLLATE "C" NOT NULL,
+            zone_id         int NOT NULL DEFAULT 0,
+            part            int NOT NULL DEFAULT 0,
+            tokens          bigint NOT NULL,
+            token_fraction  float8 NOT NULL DEFAULT 0,
+            updated_at      timestamptz NOT NULL,
+            counter         bigint NOT NULL DEFAULT 0,
+            entries         bytea,
+            refill_pending  boolean,
+            PRIMARY KEY (key, zone_id, part)
+        )$cols$;
+BEGIN
+    EXECUTE 'CREATE UNLOGGED TABLE ratelimit.state ' || columns || ' WITH (fillfactor = 50)';
+EXCEPTION WHEN feature_not_supported OR syntax_error OR invalid_parameter_value THEN
+    RAISE NOTICE 'UNLOGGED tables are refused here (%); ratelimit.state is an ordinary table', SQLERRM;
+    EXECUTE 'CREATE TABLE ratelimit.state ' || columns;
+END
+$do$;
+CREATE INDEX state_refill_idx ON ratelimit.state (zone_id) WHERE refill_pending;
+COMMENT ON TABLE ratelimit.state IS
+    'Rate-limit state: one row per key and zone (part 0), plus sealed sliding-window chunks (parts 1..)';
+
+-- Zones: the named policies.  A logged table: policies survive crashes, and
+-- pg_dump keeps them (they are the extension's configuration; the state is
+-- not).  A zone whose algorithm, store or refill mode changes gets a new
+-- zone_id from the sequence (rl_zone_set), so that no session mistakes the
+-- old state for the new.
+CREATE SEQUENCE ratelimit.zone_id_seq AS int MINVALUE 1;
+CREATE TABLE ratelimit.zone (
+    zone_id     int NOT NULL DEFAULT nextval('ratelimit.zone_id_seq') PRIMARY KEY,
+    zone        text COLLATE "C" NOT NULL UNIQUE
+                CHECK (zone <> '' AND octet_length(zone) <= 128),
+    algorithm   text NOT NULL
+                CHECK (algorithm IN ('token_bucket', 'gcra', 'sliding_window',
+                                     'sliding_window_counter', 'fixed_window')),
+    rate        bigint NOT NULL CHECK (rate > 0),
+    period      interval NOT NULL CHECK (period > interval '0'),
+    burst       bigint CHECK (burst > 0),
+    -- shmem: the keys live in shared memory (needs ratelimit in
+    -- shared_preload_libraries), not in ratelimit.state.
+    store       text NOT NULL DEFAULT 'table' CHECK (store IN ('table', 'shmem')),
+    -- Every request of the zone goes to ratelimit.history.
+    history     boolean NOT NULL DEFAULT false,
+    -- cron: calls only take tokens, and a pg_cron job refills (section 6).
+    refill      text NOT NULL DEFAULT 'inline' CHECK (refill IN ('inline', 'cron')),
+    refill_tick interval CHECK (refill_tick > interval '0'),
+    -- Shadow (dry-run) mode: decisions are computed, counted and recorded,
+    -- and nothing is refused.
+    shadow      boolean NOT NULL DEFAULT false,
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    updated_at  timestamptz NOT NULL DEFAULT now()
+);
+ALTER SEQUENCE ratelimit.zone_id_seq OWNED BY ratelimit.zone.zone_id;
+COMMENT ON TABLE ratelimit.zone IS 'Rate-limit zones (named policies); change them with rl_zone_set and rl_zone_drop';
+COMMENT ON COLUMN ratelimit.zone.refill_tick IS
+    'Time between two runs of the zone''s refill job (set by rl_cron_enable); NULL: no job';
+SELECT pg_catalog.pg_extension_config_dump('ratelimit.zone', '');
+SELECT pg_catalog.pg_extension_config_dump('ratelimit.zone_id_seq', '');
+
+-- Every request of a zone with history on: durable, so logged.  txn_id is
+-- the deciding transaction's id (rl_result.txn_id), to find its requests.
+CREATE TABLE ratelimit.history (
+    txn_id      bigint NOT NULL,
+    recorded_at timestamptz NOT NULL,
+    zone        text NOT NULL,
+    key         text NOT NULL,
+    cost        int NOT NULL,
+    allowed     boolean NOT NULL
+);
+CREATE INDEX history_zone_key_idx ON ratelimit.history (zone, key, recorded_at);
+COMMENT ON TABLE ratelimit.history IS 'Requests of zones with history on, allowed and refused';
+
+
+-- ===========================================================================
+-- 2. The token bucket without a zone: rl_token_bucket
+-- ===========================================================================
+
+-- The bucket is named by the call's id and sized by its arguments: it keeps
+-- its state in zone 0 of ratelimit.state.
+-- Not STRICT: a NULL argument is an error (22004), not a silent NULL.
+CREATE FUNCTION rl_token_bucket(
+    id       text,
+    rate     float8 DEFAULT 2,
+    "window" float8 DEFAULT 60,
+    cost     int DEFAULT 1)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'rl_token_bucket'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION rl_token_bucket(text, float8, float8, int) IS
+    'Takes cost tokens from the bucket of id (refill rate per second, capacity rate * window); returns whole tokens left, or -1 when refused';
+
+-- rl_token_bucket's buckets, in the terms of its arguments (id).
+CREATE VIEW ratelimit.token_bucket AS
+SELECT key AS id, tokens, token_fraction, updated_at
+FROM ratelimit.state
+WHERE zone_id = 0;
+COMMENT ON VIEW ratelimit.token_bucket IS
+    'rl_token_bucket state: tokens + token_fraction held by each id at updated_at';
+
+
+-- ===========================================================================
+-- 3. Zones: configuration and decisions
+-- ===========================================================================
+
+-- Every session caches zones; a change anywhere tells them all (at commit).
+-- The keys of an altered shmem zone are judged idle under its new limit.
+CREATE FUNCTION ratelimit.zone_changed() RETURNS trigger
+AS 'MODULE_PATHNAME', 'rl_zone_changed'
+LANGUAGE C;
+CREATE TRIGGER zone_changed
+    AFTER INSERT OR UPDATE OR DELETE ON ratelimit.zone
+    FOR EACH ROW EXECUTE FUNCTION ratelimit.zone_changed();
+CREATE TRIGGER zone_truncated
+    AFTER TRUNCATE ON ratelimit.zone
+    FOR EACH STATEMENT EXECUTE FUNCTION ratelimit.zone_changed();
+
+-- Checks a definition with the algorithms' own rules (precise SQLSTATEs).
+CREATE FUNCTION ratelimit.check_zone(algorithm text, rate bigint, period interval, burst bigint, store text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'rl_check_zone'
+LANGUAGE C;
+
+-- Drops this transaction's cached copies of a zone's state before it is
+-- deleted (and the zone's keys in the shmem store).
+CREATE FUNCTION ratelimit.forget_zone_state(zone_id int)
+RETURNS void
+AS 'MODULE_PATHNAME', 'rl_forget_zone_state'
+LANGUAGE C STRICT;
+
+-- Zones are changed only through these two SECURITY DEFINER functions,
+-- which check the definition and keep the zone's state consistent with it.
+-- Altering a zone keeps its keys' state under the new limit, unless its
+-- algorithm, store or refill mode changes (their state cannot be read the
+-- new way): then the zone starts afresh under a new zone_id.
+CREATE FUNCTION rl_zone_set(
+    zone      text,
+    algorithm text,
+    rate      bigint,
+    period    interval,
+    burst     bigint DEFAULT NULL,
+    store     text DEFAULT 'table',
+    history   boolean DEFAULT false,
+    refill    text DEFAULT 'inline',
+    shadow    boolean DEFAULT false)
+RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    existing ratelimit.zone;
+    fresh boolean;
+BEGIN
+    IF zone IS NULL OR zone = '' THEN
+        RAISE EXCEPTION 'zone must not be null or empty' USING ERRCODE = CASE WHEN zone IS NULL THEN '22004' ELSE '22023' END;
+    END IF;
+    IF octet_length(zone) > 128 THEN
+        RAISE EXCEPTION 'zone name is too long' USING ERRCODE = '22001',
+            DETAIL = format('The name is %s bytes; the limit is 128.', octet_length(zone));
+    END IF;
+    PERFORM ratelimit.check_zone(algorithm, rate, period, burst, store);
+    IF history IS NULL THEN
+        RAISE EXCEPTION 'history must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF shadow IS NULL THEN
+        RAISE EXCEPTION 'shadow must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF refill IS NULL THEN
+        RAISE EXCEPTION 'refill must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF refill NOT IN ('inline', 'cron') THEN
+        RAISE EXCEPTION 'unknown refill mode "%"', left(refill, 128) || CASE WHEN length(refill) > 128 THEN '...' ELSE '' END USING ERRCODE = '22023',
+            HINT = 'The refill modes are inline (at each call) and cron (by a pg_cron job).';
+    END IF;
+    IF refill = 'cron' AND algorithm <> 'token_bucket' THEN
+        RAISE EXCEPTION 'refill => ''cron'' needs a token_bucket zone, not %', left(algorithm, 128) || CASE WHEN length(algorithm) > 128 THEN '...' ELSE '' END
+            USING ERRCODE = '0A000';
+    END IF;
+    IF refill = 'cron' AND store <> 'table' THEN
+        RAISE EXCEPTION 'refill => ''cron'' needs the table store' USING ERRCODE = '0A000',
+            DETAIL = 'The refill job is one UPDATE of ratelimit.state.';
+    END IF;
+
+    SELECT * INTO existing FROM ratelimit.zone z WHERE z.zone = rl_zone_set.zone FOR UPDATE;
+    IF NOT FOUND THEN
+        INSERT INTO ratelimit.zone (zone, algorithm, rate, period, burst, store, history, refill, shadow)
+        VALUES (rl_zone_set.zone, rl_zone_set.algorithm, rl_zone_set.rate, rl_zone_set.period,
+                rl_zone_set.burst, rl_zone_set.store, rl_zone_set.history, rl_zone_set.refill,
+                rl_zone_set.shadow);
+    ELSE
+        fresh := existing.algorithm IS DISTINCT FROM rl_zone_set.algorithm
+                 OR existing.store IS DISTINCT FROM rl_zone_set.store
+                 OR existing.refill IS DISTINCT FROM rl_zone_set.refill;
+        -- Another algorithm, store or refill mode cannot read the old
+        -- state: start afresh under a new id, so no session can mistake old
+        -- rows for new ones.  Otherwise (shadow too) existing keys keep
+        -- their state under the new limit.
+        IF fresh THEN
+            PERFORM ratelimit.forget_zone_state(existing.zone_id);
+            DELETE FROM ratelimit.state s WHERE s.zone_id = existing.zone_id;
+            IF existing.refill = 'cron' THEN
+                PERFORM ratelimit.unschedule_refill(existing.zone);
+            END IF;
+        END IF;
+        UPDATE ratelimit.zone z
+        SET zone_id = CASE WHEN fresh THEN nextval('ratelimit.zone_id_seq')::int ELSE z.zone_id END,
+            algorithm = rl_zone_set.algorithm, store = rl_zone_set.store,
+            rate = rl_zone_set.rate, period = rl_zone_set.period, burst = rl_zone_set.burst,
+            history = rl_zone_set.history, refill = rl_zone_set.refill,
+            refill_tick = CASE WHEN fresh THEN NULL ELSE z.refill_tick END,
+            shadow = rl_zone_set.shadow,
+            updated_at = now()
+        WHERE z.zone_id = existing.zone_id;
+        -- A cron zone whose capacity grew: its full buckets are below the
+        -- new capacity, and the refill job must visit them again.
+        IF NOT fresh AND rl_zone_set.refill = 'cron' THEN
+            UPDATE ratelimit.state s SET refill_pending = true
+            WHERE s.zone_id = existing.zone_id AND s.refill_pending IS NULL
+              AND s.tokens < coalesce(rl_zone_set.burst, rl_zone_set.rate);
+        END IF;
+    END IF;
+END
+$fn$;
+COMMENT ON FUNCTION rl_zone_set(text, text, bigint, interval, bigint, text, boolean, text, boolean) IS
+    'Creates or alters a rate-limit zone: rate requests per period with the given algorithm';
+
+-- Dropping a zone drops its state and its refill job with it.
+CREATE FUNCTION rl_zone_drop(zone text, if_exists boolean DEFAULT false)
+RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    dropped int;
+BEGIN
+    IF zone IS NULL THEN
+        RAISE EXCEPTION 'zone must not be null' USING ERRCODE = '22004';
+    END IF;
+    DELETE FROM ratelimit.zone z WHERE z.zone = rl_zone_drop.zone RETURNING z.zone_id INTO dropped;
+    IF NOT FOUND THEN
+        IF if_exists THEN
+            RAISE NOTICE 'rate-limit zone "%" does not exist, skipping', left(zone, 128) || CASE WHEN length(zone) > 128 THEN '...' ELSE '' END;
+            RETURN;
+        END IF;
+        RAISE EXCEPTION 'rate-limit zone "%" does not exist', left(zone, 128) || CASE WHEN length(zone) > 128 THEN '...' ELSE '' END USING ERRCODE = '42704';
+    END IF;
+    PERFORM ratelimit.forget_zone_state(dropped);
+    DELETE FROM ratelimit.state s WHERE s.zone_id = dropped;
+    PERFORM ratelimit.unschedule_refill(zone);
+END
+$fn$;
+COMMENT ON FUNCTION rl_zone_drop(text, boolean) IS 'Drops a rate-limit zone and its state';
+
+-- What every call on a zone returns.  would_allow is what the zone's limit
+-- decided; allowed differs from it only in shadow mode.  The C code builds
+-- it by position: keep the order of the attributes.
+CREATE TYPE rl_result AS (
+    allowed     boolean,
+    capacity    bigint,
+    remaining   bigint,
+    retry_after interval,
+    reset_after interval,
+    txn_id      bigint,
+    would_allow boolean
+);
+COMMENT ON TYPE rl_result IS
+    'A rate-limit decision: allowed, capacity, what remains, when to retry (refused only), when the key is full again, the history transaction id, and what the limit decided (would_allow; allowed is true in shadow mode)';
+
+-- The calls on a zone.  Not STRICT: a NULL argument is an error (22004),
+-- not a silent NULL.
+CREATE FUNCTION rl_limit(zone text, key text, cost int DEFAULT 1)
+RETURNS rl_result
+AS 'MODULE_PATHNAME', 'rl_limit'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION rl_limit(text, text, int) IS 'Applies the zone''s algorithm to a call of cost on key';
+
+CREATE FUNCTION rl_sliding_window(zone text, key text, cost int DEFAULT 1)
+RETURNS rl_result
+AS 'MODULE_PATHNAME', 'rl_sliding_window'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION rl_sliding_window(text, text, int) IS
+    'Exact sliding window: admitted iff the cost admitted in the trailing period plus cost stays within rate';
+
+CREATE FUNCTION rl_peek(zone text, key text, cost int DEFAULT 1)
+RETURNS rl_result
+AS 'MODULE_PATHNAME', 'rl_peek'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+COMMENT ON FUNCTION rl_peek(text, text, int) IS
+    'What rl_limit would return now, without consuming anything or recording history';
+
+CREATE FUNCTION rl_reset(zone text, key text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rl_reset'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION rl_reset(text, text) IS 'Forgets a key''s state in a zone; true when it had some';
+
+-- redis-cell's CL.THROTTLE without a zone: the limit comes with the call,
+-- and the state lives in zone -1 of ratelimit.state.
+CREATE FUNCTION rl_gcra(key text, max_burst int, count int, period float8, quantity int DEFAULT 1)
+RETURNS rl_result
+AS 'MODULE_PATHNAME', 'rl_gcra'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION rl_gcra(text, int, int, float8, int) IS
+    'redis-cell''s CL.THROTTLE key max_burst count period quantity; capacity is max_burst + 1';
+
+-- The standard response headers: RateLimit-Limit, -Remaining, -Reset (whole
+-- seconds, rounded up) and, when refused, Retry-After.  Reads no state:
+-- PUBLIC may execute it.  It refuses values no rate-limit function returns
+-- (a negative count or time, more remaining than the capacity): headers
+-- built from them would tell a client something false.
+CREATE FUNCTION rl_headers(result rl_result)
+RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    IF result.capacity < 0 OR result.remaining < 0 OR result.remaining > result.capacity
+       OR result.reset_after < interval '0' OR result.retry_after < interval '0' THEN
+        RAISE EXCEPTION 'rl_headers() got an impossible rate-limit result'
+            USING ERRCODE = '22023',
+                  DETAIL = format('capacity %s, remaining %s, reset_after %s, retry_after %s: '
+                                  'counts and times are never negative, and remaining is at most the capacity.',
+                                  result.capacity, result.remaining, result.reset_after, result.retry_after);
+    END IF;
+    RETURN jsonb_strip_nulls(jsonb_build_object(
+        'RateLimit-Limit', result.capacity::text,
+        'RateLimit-Remaining', result.remaining::text,
+        'RateLimit-Reset', ceil(extract(epoch FROM result.reset_after))::bigint::text,
+        'Retry-After', CASE WHEN NOT result.allowed
+                            THEN ceil(extract(epoch FROM result.retry_after))::bigint::text END));
+END
+$fn$;
+COMMENT ON FUNCTION rl_headers(rl_result) IS
+    'RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset and Retry-After for an rl_result, as a JSON object';
+
+
+-- ===========================================================================
+-- 4. Triggers: a rate limit on rows
+-- ===========================================================================
+
+-- BEFORE INSERT OR UPDATE ... FOR EACH ROW EXECUTE FUNCTION
+-- rl_limit_trigger('zone', 'key_column' [, 'cost_column']): a row over the
+-- limit raises SQLSTATE RL429.
+CREATE FUNCTION rl_limit_trigger()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'rl_limit_trigger'
+LANGUAGE C;
+COMMENT ON FUNCTION rl_limit_trigger() IS
+    'Row trigger: each inserted or updated row is a call on the zone (trigger arguments: zone, key column, optional cost column); a row over the limit raises SQLSTATE RL429';
+
+
+-- ===========================================================================
+-- 5. Monitoring: rl_zones, rl_counters, rl_keys
+-- ===========================================================================
+-- A view checks EXECUTE on the functions it calls against its reader: the
+-- views below call SECURITY DEFINER functions of the schema ratelimit
+-- (counters(), keys()), never the C functions that read shared memory or
+-- the state table.  A monitoring role needs SELECT on the views and EXECUTE
+-- on those two functions: rl_grant(role, 'monitor') grants them.
+
+CREATE VIEW rl_zones AS
+SELECT zone, algorithm, rate, period,
+       coalesce(burst, rate) AS capacity, burst, store, history, created_at, updated_at,
+       refill, refill_tick, shadow
+FROM ratelimit.zone;
+COMMENT ON VIEW rl_zones IS 'Rate-limit zones';
+
+-- Counters in shared memory, per zone: no row that every call updates.
+CREATE FUNCTION ratelimit.shmem_counters(
+    OUT zone_id int, OUT allowed bigint, OUT refused bigint, OUT evicted bigint, OUT full bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'rl_shmem_counters'
+LANGUAGE C VOLATILE;
+
+-- Decisions per zone since the server started (both stores; empty unless
+-- ratelimit is in shared_preload_libraries).  evicted: recovered keys the
+-- shmem store forgot to make room; full: new keys it found no room for.
+CREATE FUNCTION ratelimit.counters(
+    OUT zone text, OUT allowed bigint, OUT refused bigint, OUT evicted bigint, OUT full bigint)
+RETURNS SETOF record
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+    SELECT coalesce(z.zone, CASE c.zone_id WHEN 0 THEN '(rl_token_bucket)'
+                                           WHEN -1 THEN '(rl_gcra)'
+                                           ELSE '(dropped zone ' || c.zone_id || ')' END),
+           c.allowed, c.refused, c.evicted, c.full
+    FROM ratelimit.shmem_counters() c
+    LEFT JOIN ratelimit.zone z ON z.zone_id OPERATOR(pg_catalog.=) c.zone_id
+$fn$;
+
+CREATE VIEW rl_counters AS SELECT * FROM ratelimit.counters();
+COMMENT ON VIEW rl_counters IS
+    'Allowed and refused calls per zone since the server started, and the shmem store''s evictions and full refusals';
+
+-- The shmem store's keys of this database, as a call of cost 0 sees them.
+CREATE FUNCTION ratelimit.shmem_keys(
+    OUT zone_id int, OUT key text, OUT capacity bigint, OUT remaining bigint,
+    OUT reset_after interval, OUT updated_at timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'rl_shmem_keys'
+LANGUAGE C VOLATILE;
+
+-- Every key with state, on both stores, and what it has left now.  Zones'
+-- keys show what rl_peek shows for cost 0; rl_token_bucket's buckets record
+-- no limit: their tokens as of updated_at.  updated_at is the state's own
+-- time (the last decision for buckets, the window's start for windows, the
+-- theoretical arrival time for gcra).  SECURITY DEFINER: a reader granted
+-- SELECT on rl_keys and EXECUTE on this function needs no access to the
+-- state table.
+CREATE FUNCTION ratelimit.keys(
+    OUT zone text, OUT key text, OUT store text, OUT capacity bigint, OUT remaining bigint,
+    OUT reset_after interval, OUT updated_at timestamptz)
+RETURNS SETOF record
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+    SELECT z.zone, s.key, 'table', p.capacity, p.remaining, p.reset_after, s.updated_at
+    FROM ratelimit.state s
+    JOIN ratelimit.zone z ON z.zone_id OPERATOR(pg_catalog.=) s.zone_id
+    CROSS JOIN LATERAL @extschema@.rl_peek(z.zone, s.key, 0) p
+    WHERE s.part OPERATOR(pg_catalog.=) 0 AND z.store OPERATOR(pg_catalog.=) 'table'
+    UNION ALL
+    SELECT CASE s.zone_id WHEN 0 THEN '(rl_token_bucket)' ELSE '(rl_gcra)' END, s.key, 'table',
+           NULL, CASE s.zone_id WHEN 0 THEN s.tokens END, NULL, s.updated_at
+    FROM ratelimit.state s
+    WHERE s.zone_id OPERATOR(pg_catalog.<=) 0 AND s.part OPERATOR(pg_catalog.=) 0
+    UNION ALL
+    SELECT coalesce(z.zone, CASE k.zone_id WHEN 0 THEN '(rl_token_bucket)'
+                                           WHEN -1 THEN '(rl_gcra)' END),
+           k.key, 'shmem', k.capacity, k.remaining, k.reset_after, k.updated_at
+    FROM ratelimit.shmem_keys() k
+    LEFT JOIN ratelimit.zone z ON z.zone_id OPERATOR(pg_catalog.=) k.zone_id
+$fn$;
+
+CREATE VIEW rl_keys AS SELECT * FROM ratelimit.keys();
+COMMENT ON VIEW rl_keys IS
+    'Keys with rate-limit state, per zone and store, with what they have left now (admins only)';
+
+
+-- ===========================================================================
+-- 6. The pg_cron refill mode
+-- ===========================================================================
+-- A token_bucket zone with refill => 'cron': calls only take tokens, and a
+-- pg_cron job runs rl_cron_refill(zone) every tick.  Only the buckets below
+-- capacity are visited (ratelimit.state.refill_pending and its partial
+-- index).
+
+-- Writes this transaction's cached changes of a zone to the table, to be
+-- read back after a statement that changes its rows (rl_cron_refill).
+CREATE FUNCTION ratelimit.flush_zone_state(zone_id int)
+RETURNS void
+AS 'MODULE_PATHNAME', 'rl_flush_zone_state'
+LANGUAGE C STRICT;
+
+-- A period in microseconds as the C code counts it (a month is 30 days).
+CREATE FUNCTION ratelimit.period_micros(period interval)
+RETURNS numeric
+LANGUAGE sql IMMUTABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+    SELECT (extract(year FROM period) * 12 + extract(month FROM period)) * 30 * 86400000000
+           + extract(day FROM period) * 86400000000
+           + (extract(hour FROM period) * 3600 + extract(minute FROM period) * 60) * 1000000
+           + extract(microseconds FROM period)
+$fn$;
+
+-- What pg_cron can run for a zone: 1.5 and later take 'N seconds' (1-59);
+-- 1.4 only cron expressions, whose finest step is a minute.  A tick shorter
+-- than one token's worth of time (period / rate) would change no decision
+-- (the whole tokens arrive at the same moments) while running the job more
+-- often, so the tick is that, within what the version accepts.
+CREATE FUNCTION ratelimit.cron_plan(pg_cron_version text, rate bigint, period interval,
+                                    OUT schedule text, OUT tick interval)
+LANGUAGE plpgsql IMMUTABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    parts int[] := string_to_array(substring(pg_cron_version FROM '^[0-9]+(?:\.[0-9]+)?'), '.')::int[];
+    seconds_ok boolean;
+    per_token numeric := ratelimit.period_micros(period) / rate / 1000000;
+BEGIN
+    IF parts IS NULL OR parts[1] IS NULL THEN
+        RAISE EXCEPTION 'unrecognised pg_cron version "%"', pg_cron_version USING ERRCODE = '22023';
+    END IF;
+    seconds_ok := parts[1] > 1 OR (parts[1] = 1 AND coalesce(parts[2], 0) >= 5);
+    IF seconds_ok AND per_token < 60 THEN
+        tick := make_interval(secs => greatest(1, floor(per_token))::int);
+        schedule := extract(second FROM tick)::int || ' seconds';
+    ELSE
+        tick := interval '1 minute';
+        schedule := '* * * * *';
+    END IF;
+END
+$fn$;
+
+-- One refill: every bucket of the zone below capacity gets
+-- rate * tick / period tokens, up to capacity; the part token carries over
+-- exactly (in units of 1 / period microseconds).  Full buckets are not in
+-- the partial index and are not touched.  Returns the buckets refilled.
+-- Not SECURITY DEFINER: it runs as the job's role, which rl_cron_enable
+-- grants exactly what it needs.
+CREATE FUNCTION rl_cron_refill(zone text)
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    z ratelimit.zone;
+    cap numeric;
+    p numeric;
+    per_tick numeric;
+    refilled bigint;
+BEGIN
+    IF zone IS NULL THEN
+        RAISE EXCEPTION 'zone must not be null' USING ERRCODE = '22004';
+    END IF;
+    SELECT * INTO z FROM ratelimit.zone AS zz WHERE zz.zone OPERATOR(pg_catalog.=) rl_cron_refill.zone;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'rate-limit zone "%" does not exist', left(zone, 128) || CASE WHEN length(zone) > 128 THEN '...' ELSE '' END USING ERRCODE = '42704';
+    END IF;
+    IF z.refill <> 'cron' THEN
+        RAISE EXCEPTION 'zone "%" is not refilled by pg_cron', zone USING ERRCODE = '55000',
+            HINT = 'Its buckets refill at each call.  rl_zone_set(..., refill => ''cron'') changes that.';
+    END IF;
+    IF z.refill_tick IS NULL THEN
+        RAISE EXCEPTION 'zone "%" has no refill job', zone USING ERRCODE = '55000',
+            HINT = format('SELECT rl_cron_enable(%L) schedules it.', zone);
+    END IF;
+    -- This transaction's own calls on the zone may sit in its cache, to be
+    -- written at commit over this UPDATE: write them first, and have the
+    -- cache read the refilled rows back.
+    PERFORM ratelimit.flush_zone_state(z.zone_id);
+    cap := coalesce(z.burst, z.rate);
+    p := ratelimit.period_micros(z.period);
+    per_tick := z.rate * ratelimit.period_micros(z.refill_tick);
+    -- The part token is below one token (as the calls read it).
+    UPDATE ratelimit.state AS s
+    SET tokens = CASE WHEN s.tokens * p + least(s.counter, p - 1) + per_tick >= cap * p THEN cap
+                      ELSE div(s.tokens * p + least(s.counter, p - 1) + per_tick, p) END,
+        counter = CASE WHEN s.tokens * p + least(s.counter, p - 1) + per_tick >= cap * p THEN 0
+                       ELSE mod(s.tokens * p + least(s.counter, p - 1) + per_tick, p) END,
+        refill_pending = CASE WHEN s.tokens * p + least(s.counter, p - 1) + per_tick >= cap * p THEN NULL
+                              ELSE true END
+    WHERE s.zone_id OPERATOR(pg_catalog.=) z.zone_id AND s.refill_pending;
+    GET DIAGNOSTICS refilled = ROW_COUNT;
+    RETURN refilled;
+END
+$fn$;
+COMMENT ON FUNCTION rl_cron_refill(text) IS
+    'One refill of a cron-refilled zone (what its pg_cron job runs); returns the buckets refilled';
+
+-- pg_cron keeps job names as type name (63 bytes): a longer zone name is
+-- named by its md5, so that every zone's job has a name of its own.
+CREATE FUNCTION ratelimit.cron_job_name(zone text)
+RETURNS text
+LANGUAGE sql IMMUTABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+    SELECT CASE WHEN octet_length(zone) <= 46 THEN 'ratelimit_refill:' || zone
+                ELSE 'ratelimit_refill:md5:' || md5(zone) END
+$fn$;
+
+-- Removes the zone's refill jobs, if pg_cron is installed here; how many.
+-- Its callers are SECURITY DEFINER: a schema named cron that is not
+-- pg_cron's (anyone with CREATE on the database can make one) is ignored.
+CREATE FUNCTION ratelimit.unschedule_refill(zone text)
+RETURNS int
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    removed int := 0;
+    job bigint;
+BEGIN
+    -- pg_cron creates its schema in its script: the schema is a member of
+    -- the extension (its extnamespace is where it was created from).
+    IF NOT EXISTS (SELECT FROM pg_depend d
+                   JOIN pg_extension e ON e.oid = d.refobjid
+                   JOIN pg_namespace n ON n.oid = d.objid
+                   WHERE d.classid = 'pg_namespace'::regclass AND d.refclassid = 'pg_extension'::regclass
+                     AND d.deptype = 'e' AND e.extname = 'pg_cron' AND n.nspname = 'cron') THEN
+        RETURN 0;
+    END IF;
+    FOR job IN EXECUTE 'SELECT jobid FROM cron.job WHERE jobname OPERATOR(pg_catalog.=) $1'
+                       ' AND database OPERATOR(pg_catalog.=) pg_catalog.current_database()'
+               USING ratelimit.cron_job_name(zone)
+    LOOP
+        EXECUTE 'SELECT cron.unschedule($1)' USING job;
+        removed := removed + 1;
+    END LOOP;
+    RETURN removed;
+END
+$fn$;
+
+-- Schedules the zone's refill job, run as run_as, and grants that role
+-- what the refill needs and nothing more.
+CREATE FUNCTION rl_cron_enable(zone text, run_as name DEFAULT 'ratelimit_refill')
+RETURNS bigint
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    z ratelimit.zone;
+    cron_version text;
+    cron_database text := current_setting('cron.database_name', true);
+    plan record;
+    job bigint;
+BEGIN
+    IF zone IS NULL OR run_as IS NULL THEN
+        RAISE EXCEPTION '% must not be null', CASE WHEN zone IS NULL THEN 'zone' ELSE 'run_as' END
+            USING ERRCODE = '22004';
+    END IF;
+    SELECT * INTO z FROM ratelimit.zone AS zz WHERE zz.zone = rl_cron_enable.zone FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'rate-limit zone "%" does not exist', left(zone, 128) || CASE WHEN length(zone) > 128 THEN '...' ELSE '' END USING ERRCODE = '42704';
+    END IF;
+    IF z.refill <> 'cron' THEN
+        RAISE EXCEPTION 'zone "%" is not refilled by pg_cron', zone USING ERRCODE = '55000',
+            HINT = 'Create it with rl_zone_set(..., refill => ''cron'').';
+    END IF;
+    IF NOT 'pg_cron' = ANY (string_to_array(replace(current_setting('shared_preload_libraries'), ' ', ''), ',')) THEN
+        RAISE EXCEPTION 'pg_cron is not loaded' USING ERRCODE = '55000',
+            HINT = 'Add pg_cron to shared_preload_libraries in postgresql.conf, restart the server, and run CREATE EXTENSION pg_cron.';
+    END IF;
+    IF cron_database IS DISTINCT FROM current_database() THEN
+        RAISE EXCEPTION 'pg_cron runs its jobs from database "%", not "%"', cron_database, current_database()
+            USING ERRCODE = '55000',
+            HINT = format('Use ratelimit in database %s, or set cron.database_name = %L and restart the server.',
+                          quote_ident(cron_database), current_database());
+    END IF;
+    SELECT extversion INTO cron_version FROM pg_extension WHERE extname = 'pg_cron';
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'pg_cron is not installed in database "%"', current_database()
+            USING ERRCODE = '55000', HINT = 'Run CREATE EXTENSION pg_cron.';
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = run_as) THEN
+        RAISE EXCEPTION 'role "%" does not exist', left(run_as, 128) || CASE WHEN length(run_as) > 128 THEN '...' ELSE '' END USING ERRCODE = '42704',
+            HINT = format('CREATE ROLE %s LOGIN; rl_cron_enable grants it only what the refill needs.',
+                          quote_ident(left(run_as, 128) || CASE WHEN length(run_as) > 128 THEN '...' ELSE '' END));
+    END IF;
+
+    plan := ratelimit.cron_plan(cron_version, z.rate, z.period);
+
+    -- What the refill needs, and nothing more: read the zone, rewrite the
+    -- refilled columns of the state.
+    -- @extschema@ comes quoted already.
+    EXECUTE format('GRANT USAGE ON SCHEMA ratelimit, %s TO %I', '@extschema@', run_as);
+    EXECUTE format('GRANT SELECT ON ratelimit.zone TO %I', run_as);
+    EXECUTE format('GRANT SELECT (zone_id, tokens, counter, refill_pending),'
+                   ' UPDATE (tokens, counter, refill_pending) ON ratelimit.state TO %I', run_as);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %s.rl_cron_refill(text) TO %I', '@extschema@', run_as);
+    -- rl_cron_refill runs with the job role's rights and calls these two
+    -- (PUBLIC executes neither).
+    EXECUTE format('GRANT EXECUTE ON FUNCTION ratelimit.flush_zone_state(int),'
+                   ' ratelimit.period_micros(interval) TO %I', run_as);
+
+    PERFORM ratelimit.unschedule_refill(zone);
+    EXECUTE 'SELECT cron.schedule($1, $2, $3)' INTO job
+        USING ratelimit.cron_job_name(zone), plan.schedule,
+              format('SELECT %s.rl_cron_refill(%L)', '@extschema@', zone);
+    EXECUTE 'SELECT cron.alter_job(job_id => $1, username => $2)' USING job, run_as::text;
+    UPDATE ratelimit.zone AS zz SET refill_tick = plan.tick WHERE zz.zone_id = z.zone_id;
+    RETURN job;
+END
+$fn$;
+COMMENT ON FUNCTION rl_cron_enable(text, name) IS
+    'Schedules the pg_cron job that refills a cron-refilled zone, run as run_as; returns its job id';
+
+CREATE FUNCTION rl_cron_disable(zone text)
+RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    removed int;
+BEGIN
+    IF zone IS NULL THEN
+        RAISE EXCEPTION 'zone must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF NOT EXISTS (SELECT FROM ratelimit.zone AS zz WHERE zz.zone = rl_cron_disable.zone) THEN
+        RAISE EXCEPTION 'rate-limit zone "%" does not exist', left(zone, 128) || CASE WHEN length(zone) > 128 THEN '...' ELSE '' END USING ERRCODE = '42704';
+    END IF;
+    removed := ratelimit.unschedule_refill(zone);
+    UPDATE ratelimit.zone AS zz SET refill_tick = NULL WHERE zz.zone = rl_cron_disable.zone;
+    RETURN removed > 0;
+END
+$fn$;
+COMMENT ON FUNCTION rl_cron_disable(text) IS 'Removes a zone''s refill job; false when it had none';
+
+-- DROP EXTENSION ratelimit leaves no refill job behind.  An event trigger
+-- of this extension does not fire at the end of its own drop (it is gone by
+-- then), so it acts at the start of the command, on the statement's parse
+-- tree: only a DROP EXTENSION that names ratelimit removes the jobs.
+CREATE FUNCTION ratelimit.drop_refill_jobs()
+RETURNS event_trigger
+AS 'MODULE_PATHNAME', 'rl_drop_refill_jobs'
+LANGUAGE C;
+CREATE EVENT TRIGGER ratelimit_drop_refill_jobs ON ddl_command_start
+    WHEN TAG IN ('DROP EXTENSION')
+    EXECUTE FUNCTION ratelimit.drop_refill_jobs();
+
+
+-- ===========================================================================
+-- 7. Garbage collection
+-- ===========================================================================
+
+-- Removes the state of keys that have fully recovered (a recovered key
+-- decides exactly as a new one), and of dropped zones.  rl_token_bucket's
+-- and rl_gcra's buckets record no limit: they go only when max_window is
+-- given and they were last written longer ago.  It leaves ratelimit.history
+-- alone.
+CREATE FUNCTION rl_gc(zone text DEFAULT NULL, max_window interval DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'rl_gc'
+LANGUAGE C;
+COMMENT ON FUNCTION rl_gc(text, interval) IS
+    'Deletes the state of keys that have fully recovered (of one zone, or all and dropped zones); returns how many keys';
+
+
+-- ===========================================================================
+-- 8. The HTTP guard
+-- ===========================================================================
+
+-- The client's address as the trusted proxies wrote it: the entry
+-- trusted_proxies from the right of X-Forwarded-For (or of Forwarded,
+-- RFC 7239), normalised; NULL when there is none to trust.  Reads no
+-- rate-limit state: PUBLIC may execute it.
+CREATE FUNCTION rl_client_address(x_forwarded_for text, forwarded text,
+                                  trusted_proxies int DEFAULT NULL,
+                                  proxy_header text DEFAULT NULL)
+RETURNS inet
+AS 'MODULE_PATHNAME', 'rl_client_address'
+LANGUAGE C STABLE PARALLEL SAFE;
+COMMENT ON FUNCTION rl_client_address(text, text, int, text) IS
+    'The client address the trusted proxies appended (counted from the right; NULL arguments: ratelimit.trusted_proxies and ratelimit.proxy_header), or NULL when there is none to trust';
+
+-- PostgREST's db-pre-request hook (and Supabase's): one call per request,
+-- keyed by the JWT subject (PostgREST verified its signature), else the
+-- client address the trusted proxies appended, else 'ip:unknown'.  The
+-- RateLimit headers go into response.headers; a refusal raises PostgREST's
+-- PGRST error, which becomes a 429 carrying Retry-After and the RateLimit
+-- headers (ratelimit.guard_error = 'pt429': a bare PT429 instead).
+CREATE FUNCTION rl_http_guard(zone text, key text DEFAULT NULL,
+                              trusted_proxies int DEFAULT NULL,
+                              proxy_header text DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    k text := key;
+    claims jsonb;
+    request_headers jsonb;
+    result @extschema@.rl_result;
+    headers jsonb;
+    response jsonb;
+    message text;
+    detail text;
+    hint text := 'Wait for the Retry-After header''s seconds before the next request.';
+BEGIN
+    IF zone IS NULL THEN
+        RAISE EXCEPTION 'zone must not be null' USING ERRCODE = '22004';
+    END IF;
+    -- Bad proxy arguments fail every request, not only the anonymous ones
+    -- (the settings were checked when they were set).
+    IF trusted_proxies IS NOT NULL OR proxy_header IS NOT NULL THEN
+        PERFORM @extschema@.rl_client_address(NULL, NULL, trusted_proxies, proxy_header);
+    END IF;
+    IF k IS NULL THEN
+        BEGIN
+            claims := nullif(current_setting('request.jwt.claims', true), '')::jsonb;
+        EXCEPTION WHEN invalid_text_representation THEN
+            claims := NULL;     -- not PostgREST's JSON: no subject
+        END;
+        IF jsonb_typeof(claims) = 'object' THEN
+            k := 'sub:' || (claims ->> 'sub');
+        END IF;
+    END IF;
+    IF k IS NULL THEN
+        BEGIN
+            request_headers := nullif(current_setting('request.headers', true), '')::jsonb;
+        EXCEPTION WHEN invalid_text_representation THEN
+            request_headers := NULL;
+        END;
+        IF jsonb_typeof(request_headers) <> 'object' THEN
+            request_headers := NULL;
+        END IF;
+        k := 'ip:' || coalesce(host(@extschema@.rl_client_address(
+                                   request_headers ->> 'x-forwarded-for',
+                                   request_headers ->> 'forwarded',
+                                   trusted_proxies, proxy_header)),
+                               'unknown');
+    END IF;
+    -- A subject can be longer than a key may be.
+    IF octet_length(k) > 1024 THEN
+        k := 'md5:' || md5(k);
+    END IF;
+
+    result := @extschema@.rl_limit(zone, k);
+    headers := @extschema@.rl_headers(result);
+
+    IF NOT result.allowed THEN
+        message := format('rate limit of zone "%s" exceeded', zone);
+        detail := format('Retry after %s s.', ceil(extract(epoch FROM result.retry_after))::bigint);
+        IF current_setting('ratelimit.guard_error') = 'pt429' THEN
+            RAISE EXCEPTION USING ERRCODE = 'PT429', MESSAGE = message, DETAIL = detail, HINT = hint;
+        END IF;
+        -- PostgREST takes the response from the error: MESSAGE is the body,
+        -- DETAIL the status and headers.
+        RAISE EXCEPTION USING ERRCODE = 'PGRST',
+            MESSAGE = jsonb_build_object('code', 'RL429', 'message', message,
+                                         'details', detail, 'hint', hint)::text,
+            DETAIL = jsonb_build_object(
+                'status', 429,
+                'status_text', 'Too Many Requests',
+                'headers', headers)::text;
+    END IF;
+
+    -- PostgREST's format: an array of one-header objects.  Keep what was
+    -- set before, but the RateLimit headers of an earlier guard call: the
+    -- latest decision replaces them.
+    SELECT coalesce(jsonb_agg(jsonb_build_object(h.key, h.value) ORDER BY h.key), '[]'::jsonb)
+    INTO response
+    FROM jsonb_each_text(headers) h;
+    BEGIN
+        SELECT coalesce(jsonb_agg(e.header), '[]'::jsonb) || response
+        INTO response
+        FROM jsonb_array_elements(coalesce(nullif(current_setting('response.headers', true), '')::jsonb,
+                                           '[]'::jsonb)) e(header)
+        WHERE NOT (jsonb_typeof(e.header) = 'object'
+                   AND e.header ?| ARRAY['RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'Retry-After']);
+    EXCEPTION WHEN invalid_text_representation OR invalid_parameter_value THEN
+        NULL;                   -- unreadable earlier headers: ours alone
+    END;
+    PERFORM set_config('response.headers', response::text, true);
+END
+$fn$;
+COMMENT ON FUNCTION rl_http_guard(text, text, int, text) IS
+    'For PostgREST''s db-pre-request: rate-limits the request by JWT subject or by the client address the trusted proxies appended, sets the RateLimit headers, and refuses with HTTP 429 and Retry-After';
+
+
+-- ===========================================================================
+-- 9. Privileges
+-- ===========================================================================
+-- Least privilege.  PostgREST and Supabase publish every function that a
+-- request's role may execute as /rpc/...: a function PUBLIC may execute is
+-- callable by any stranger.  So PUBLIC executes nothing that reads or
+-- changes rate-limit state, and reads no view of it; the owner grants the
+-- decision functions (and, separately, the monitoring views) to the roles
+-- that need them, with rl_grant.
+
+-- What each privilege set of rl_grant and rl_revoke covers: the names of
+-- functions and views of the extension (every overload of a name).
+CREATE FUNCTION ratelimit.privilege_set(privileges text)
+RETURNS text[]
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    CASE privileges
+    WHEN 'limit' THEN
+        RETURN ARRAY['rl_limit', 'rl_token_bucket', 'rl_sliding_window', 'rl_gcra', 'rl_peek',
+                     'rl_http_guard', 'rl_limit_trigger'];
+    WHEN 'monitor' THEN
+        -- The views call these as their reader: it needs EXECUTE on them.
+        RETURN ARRAY['rl_zones', 'rl_counters', 'rl_keys', 'counters', 'keys'];
+    ELSE
+        RAISE EXCEPTION 'unknown privilege set "%"', left(privileges, 128)
+            USING ERRCODE = '22023',
+                  HINT = 'Use ''limit'' (the decision functions) or ''monitor'' (the views rl_zones, rl_counters and rl_keys).';
+    END CASE;
+END
+$fn$;
+
+-- Every function and relation the extension owns, by name, as a GRANT or
+-- REVOKE target ('FUNCTION public.rl_limit(text,text,integer)', 'TABLE
+-- rl_zones', 'SEQUENCE ratelimit.zone_id_seq').  The privilege audit test
+-- (test/pgtap/audit.sql) reads the same catalogs on its own.
+CREATE FUNCTION ratelimit.members(OUT name name, OUT target text)
+RETURNS SETOF record
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+    SELECT p.proname, 'FUNCTION ' || p.oid::regprocedure::text
+    FROM pg_depend d
+    JOIN pg_proc p ON p.oid OPERATOR(pg_catalog.=) d.objid
+    WHERE d.classid OPERATOR(pg_catalog.=) 'pg_proc'::regclass
+      AND d.refclassid OPERATOR(pg_catalog.=) 'pg_extension'::regclass
+      AND d.refobjid OPERATOR(pg_catalog.=) (SELECT e.oid FROM pg_extension e
+                                             WHERE e.extname OPERATOR(pg_catalog.=) 'ratelimit')
+      AND d.deptype OPERATOR(pg_catalog.=) 'e'
+    UNION ALL
+    SELECT c.relname, CASE c.relkind WHEN 'S' THEN 'SEQUENCE ' ELSE 'TABLE ' END || c.oid::regclass::text
+    FROM pg_depend d
+    JOIN pg_class c ON c.oid OPERATOR(pg_catalog.=) d.objid
+    WHERE d.classid OPERATOR(pg_catalog.=) 'pg_class'::regclass
+      AND d.refclassid OPERATOR(pg_catalog.=) 'pg_extension'::regclass
+      AND d.refobjid OPERATOR(pg_catalog.=) (SELECT e.oid FROM pg_extension e
+                                             WHERE e.extname OPERATOR(pg_catalog.=) 'ratelimit')
+      AND d.deptype OPERATOR(pg_catalog.=) 'e'
+$fn$;
+
+-- GRANT or REVOKE the privilege set to or from grantee, and for GRANT
+-- USAGE on the extension's schema when the role lacks it.  The callers
+-- have checked that the caller owns the extension.
+CREATE FUNCTION ratelimit.change_privileges(verb text, grantee regrole, privileges text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    target text;
+    extension_schema oid := (SELECT e.extnamespace FROM pg_extension e
+                             WHERE e.extname OPERATOR(pg_catalog.=) 'ratelimit');
+BEGIN
+    IF grantee IS NULL OR privileges IS NULL THEN
+        RAISE EXCEPTION 'grantee and privileges must not be null' USING ERRCODE = '22004';
+    END IF;
+    PERFORM ratelimit.privilege_set(privileges);      -- refuses unknown sets
+    IF verb OPERATOR(pg_catalog.=) 'GRANT' AND NOT has_schema_privilege(grantee, extension_schema, 'USAGE') THEN
+        EXECUTE format('GRANT USAGE ON SCHEMA %I TO %s',
+                       (SELECT n.nspname FROM pg_namespace n WHERE n.oid OPERATOR(pg_catalog.=) extension_schema),
+                       grantee);
+    END IF;
+    FOR target IN SELECT m.target FROM ratelimit.members() m
+                  WHERE m.name OPERATOR(pg_catalog.=) ANY (ratelimit.privilege_set(privileges))
+                  ORDER BY 1 LOOP
+        EXECUTE format('%s %s ON %s %s %s', verb,
+                       CASE WHEN target LIKE 'FUNCTION %' THEN 'EXECUTE' ELSE 'SELECT' END,
+                       target, CASE verb WHEN 'GRANT' THEN 'TO' ELSE 'FROM' END, grantee);
+    END LOOP;
+END
+$fn$;
+
+-- rl_grant(role, 'limit'): the role may make rate-limit decisions
+-- (rl_limit, rl_token_bucket, rl_sliding_window, rl_gcra, rl_peek,
+-- rl_http_guard, and create rl_limit_trigger triggers), and use the
+-- extension's schema.  rl_grant(role, 'monitor'): it may read rl_zones,
+-- rl_counters and rl_keys.  Runs with the caller's rights.  GRANT by a
+-- role without the grant option only warns ("no privileges were
+-- granted"): rl_grant and rl_revoke refuse such a caller instead, before
+-- anything else (ratelimit.change_privileges would fail on the schema).
+CREATE FUNCTION rl_grant(grantee regrole, privileges text DEFAULT 'limit')
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    IF NOT pg_has_role(current_user, (SELECT e.extowner FROM pg_extension e
+                                      WHERE e.extname OPERATOR(pg_catalog.=) 'ratelimit'), 'USAGE') THEN
+        RAISE EXCEPTION 'rl_grant can only be run by the owner of extension ratelimit' USING ERRCODE = '42501';
+    END IF;
+    PERFORM ratelimit.change_privileges('GRANT', grantee, privileges);
+END
+$fn$;
+COMMENT ON FUNCTION rl_grant(regrole, text) IS
+    'Grants a role the decision functions (''limit'', the default) or the monitoring views (''monitor''), and USAGE on the extension''s schema';
+
+-- Takes back what rl_grant gave (USAGE on the schema stays: the role may
+-- have had it before).
+CREATE FUNCTION rl_revoke(grantee regrole, privileges text DEFAULT 'limit')
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    IF NOT pg_has_role(current_user, (SELECT e.extowner FROM pg_extension e
+                                      WHERE e.extname OPERATOR(pg_catalog.=) 'ratelimit'), 'USAGE') THEN
+        RAISE EXCEPTION 'rl_revoke can only be run by the owner of extension ratelimit' USING ERRCODE = '42501';
+    END IF;
+    PERFORM ratelimit.change_privileges('REVOKE', grantee, privileges);
+END
+$fn$;
+COMMENT ON FUNCTION rl_revoke(regrole, text) IS
+    'Revokes what rl_grant granted (''limit'' or ''monitor''); USAGE on the schema stays';
+
+-- The sweep, last: PostgreSQL lets PUBLIC execute every new function.  Take
+-- that back, and every other privilege PUBLIC holds, from every function
+-- and relation the extension owns, but the two pure functions (rl_headers
+-- and rl_client_address read no rate-limit state).  One loop over the
+-- extension's members rather than a REVOKE per object: a function added
+-- later is covered without anyone remembering to.  test/pgtap/audit.sql
+-- checks the result.
+DO $do$
+DECLARE
+    target text;
+BEGIN
+    FOR target IN SELECT m.target FROM ratelimit.members() m
+                  WHERE m.name OPERATOR(pg_catalog.<>) ALL (ARRAY['rl_headers', 'rl_client_address'])
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE ALL ON %s FROM PUBLIC', target);
+    END LOOP;
+END
+$do$;

@@ -1,0 +1,259 @@
+/*
+ * gc.c -- rl_gc(): deletes table-store state that no decision needs.
+ *
+ * A key whose state has fully recovered decides every later call exactly as
+ * a key never seen, so deleting its rows changes no decision.  The scan
+ * reads without locking; each delete names the row's values as read, so a
+ * row that a concurrent call changed in between is not deleted (at READ
+ * COMMITTED the delete re-checks them on the newest version), and a row a
+ * call holds locked waits for that call's transaction.
+ *
+ * rl_token_bucket's buckets (zone 0) and rl_gcra's (zone -1) do not record
+ * their limit: they are removed only when max_window is given and they were
+ * last written longer ago than that (a bucket refills completely within its
+ * window).  Rows of a dropped zone are removed whatever they hold.
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/pg_type_d.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "base/clock.h"
+#include "base/spi_exec.h"
+#include "core/rl_core.h"
+#include "decision/zone.h"
+#include "store/state_table.h"
+#include "store/table_cache.h"
+
+PG_FUNCTION_INFO_V1(rl_gc);
+
+#define GC_BATCH 1000
+
+typedef struct GcRow
+{
+	text	   *key;
+	int32		zone_id;
+	RlStateRow	row;
+	char	   *zone_name;		/* NULL: the zone is gone */
+} GcRow;
+
+static bool
+RowIdle(const GcRow *r, TimestampTz now, bool has_max_window, int64 max_window_us)
+{
+	RlZone		zone;
+
+	/* A clock behind the row decides at the row's time, a new key at now. */
+	if (r->row.stamp > now)
+		return false;
+	if (r->zone_id == RL_ZONE_ID_TOKEN_BUCKET || r->zone_id == RL_ZONE_ID_GCRA)
+		return has_max_window && (__int128) now - r->row.stamp >= max_window_us;
+	if (r->zone_name == NULL)
+		return true;			/* orphan: no zone reads it */
+
+	RlLookupZone(cstring_to_text(r->zone_name), &zone);
+	if (zone.store != RL_STORE_TABLE || zone.zone_id != r->zone_id)
+		return false;			/* changed since the scan: next time */
+	if (zone.limit.algorithm == RL_ALGORITHM_SLIDING_WINDOW)
+	{
+		RlSlidingWindowState window;
+
+		if (r->row.entries == NULL ||
+			!rl_sw_decode_header((const uint8_t *) VARDATA_ANY(r->row.entries),
+								 VARSIZE_ANY_EXHDR(r->row.entries), r->row.tokens,
+								 r->row.stamp, &window))
+			return false;		/* corrupt: rl_reset's business */
+		return rl_sw_idle(&zone.limit, &window, now);
+	}
+	else
+	{
+		RlCounterState state = {r->row.tokens, r->row.fraction, r->row.stamp, r->row.counter};
+
+		return rl_counter_idle(&zone.limit, &state, now);
+	}
+}
+
+/* Deletes the key's head row if it still holds what was read; then its chunks. */
+static bool
+DeleteKey(const GcRow *r)
+{
+	static SPIPlanPtr head_plan = NULL;
+	static SPIPlanPtr orphan_plan = NULL;
+	static SPIPlanPtr parts_plan = NULL;
+	Oid			head_types[7] = {TEXTOID, INT4OID, INT8OID, FLOAT8OID, TIMESTAMPTZOID,
+	INT8OID, BYTEAOID};
+	Datum		values[7];
+	char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
+
+	values[0] = PointerGetDatum(r->key);
+	values[1] = Int32GetDatum(r->zone_id);
+	if (r->zone_name == NULL && r->zone_id > 0)
+	{
+		/* A dropped zone's rows, every part. */
+		if (SPI_execute_plan(RlKeepPlan(&orphan_plan,
+										"DELETE FROM " RL_INTERNAL_SCHEMA ".state"
+										" WHERE key OPERATOR(pg_catalog.=) $1"
+										" AND zone_id OPERATOR(pg_catalog.=) $2",
+										2, head_types),
+							 values, nulls, false, 0) != SPI_OK_DELETE)
+			elog(ERROR, "ratelimit gc delete failed");
+		return SPI_processed > 0;
+	}
+
+	values[2] = Int64GetDatum(r->row.tokens);
+	values[3] = Float8GetDatum(r->row.fraction);
+	values[4] = TimestampTzGetDatum(r->row.stamp);
+	values[5] = Int64GetDatum(r->row.counter);
+	values[6] = PointerGetDatum(r->row.entries);
+	if (r->row.entries == NULL)
+		nulls[6] = 'n';
+	if (SPI_execute_plan(RlKeepPlan(&head_plan,
+									"DELETE FROM " RL_INTERNAL_SCHEMA ".state"
+									" WHERE key OPERATOR(pg_catalog.=) $1"
+									" AND zone_id OPERATOR(pg_catalog.=) $2"
+									" AND part OPERATOR(pg_catalog.=) 0"
+									" AND tokens OPERATOR(pg_catalog.=) $3"
+									" AND token_fraction OPERATOR(pg_catalog.=) $4"
+									" AND updated_at OPERATOR(pg_catalog.=) $5"
+									" AND counter OPERATOR(pg_catalog.=) $6"
+									" AND (($7 IS NULL AND entries IS NULL)"
+									" OR entries OPERATOR(pg_catalog.=) $7)",
+									7, head_types),
+						 values, nulls, false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "ratelimit gc delete failed");
+	if (SPI_processed == 0)
+		return false;			/* changed (or gone) since the scan */
+	if (r->row.entries != NULL)
+	{
+		/* A sliding window's sealed chunks: all expired with the head. */
+		if (SPI_execute_plan(RlKeepPlan(&parts_plan,
+										"DELETE FROM " RL_INTERNAL_SCHEMA ".state"
+										" WHERE key OPERATOR(pg_catalog.=) $1"
+										" AND zone_id OPERATOR(pg_catalog.=) $2"
+										" AND part OPERATOR(pg_catalog.<>) 0",
+										2, head_types),
+							 values, nulls, false, 0) != SPI_OK_DELETE)
+			elog(ERROR, "ratelimit gc delete failed");
+	}
+	return true;
+}
+
+static void
+ReadGcRow(HeapTuple tuple, TupleDesc desc, GcRow *r)
+{
+	bool		isnull;
+	Datum		zone;
+	Datum		entries;
+
+	r->key = DatumGetTextPCopy(SPI_getbinval(tuple, desc, 1, &isnull));
+	r->zone_id = DatumGetInt32(SPI_getbinval(tuple, desc, 2, &isnull));
+	r->row.tokens = DatumGetInt64(SPI_getbinval(tuple, desc, 3, &isnull));
+	r->row.fraction = DatumGetFloat8(SPI_getbinval(tuple, desc, 4, &isnull));
+	r->row.stamp = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 5, &isnull));
+	r->row.counter = DatumGetInt64(SPI_getbinval(tuple, desc, 6, &isnull));
+	entries = SPI_getbinval(tuple, desc, 7, &isnull);
+	r->row.entries = isnull ? NULL : DatumGetByteaPCopy(entries);
+	r->row.refill_pending = false;
+	zone = SPI_getbinval(tuple, desc, 8, &isnull);
+	r->zone_name = isnull ? NULL : TextDatumGetCString(zone);
+}
+
+/*
+ * rl_gc(zone text DEFAULT NULL, max_window interval DEFAULT NULL): removes
+ * the state of every key that has fully recovered (of one zone, or of all
+ * and of dropped zones); returns how many keys it removed.
+ */
+Datum
+rl_gc(PG_FUNCTION_ARGS)
+{
+	text	   *only_zone = PG_ARGISNULL(0) ? NULL : PG_GETARG_TEXT_PP(0);
+	bool		has_max_window = !PG_ARGISNULL(1);
+	int64		max_window_us = 0;
+	TimestampTz now;
+	RlSpiSession session;
+	Portal		portal;
+	Oid			argtypes[1] = {INT4OID};
+	Datum		values[1];
+	char		nulls[1] = {' '};
+	int64		removed = 0;
+	MemoryContext batch_context;
+
+	if (has_max_window)
+	{
+		Interval   *window = PG_GETARG_INTERVAL_P(1);
+		__int128	micros = RlIntervalTotalMicros(window);
+
+		if (micros < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("max_window must not be negative")));
+		/* Longer than any clock reading: no bucket is that old. */
+		max_window_us = micros > PG_INT64_MAX ? PG_INT64_MAX : (int64) micros;
+	}
+	/* The transaction cache would write back rows deleted under it. */
+	if (RlStateCacheInUse())
+		ereport(ERROR,
+				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+				 errmsg("rl_gc() must run in a transaction that has made no rate-limit call"),
+				 errhint("Run rl_gc() in a transaction of its own.")));
+	PreventCommandIfReadOnly("rl_gc()");
+
+	values[0] = Int32GetDatum(0);
+	if (only_zone != NULL)
+	{
+		RlZone		zone;
+
+		RlLookupZone(only_zone, &zone);
+		values[0] = Int32GetDatum(zone.zone_id);
+	}
+	else
+		nulls[0] = 'n';
+
+	now = RlNow();
+	batch_context = AllocSetContextCreate(CurrentMemoryContext, "rl_gc batch",
+										  ALLOCSET_DEFAULT_SIZES);
+	RlSpiConnectAs(RlGetStateTable()->owner, &session);
+	portal = SPI_cursor_open_with_args(NULL,
+									   "SELECT s.key, s.zone_id, s.tokens, s.token_fraction,"
+									   " s.updated_at, s.counter, s.entries, z.zone"
+									   " FROM " RL_INTERNAL_SCHEMA ".state s"
+									   " LEFT JOIN " RL_INTERNAL_SCHEMA ".zone z"
+									   " ON z.zone_id OPERATOR(pg_catalog.=) s.zone_id"
+									   " WHERE s.part OPERATOR(pg_catalog.=) 0"
+									   " AND ($1 IS NULL OR s.zone_id OPERATOR(pg_catalog.=) $1)",
+									   1, argtypes, values, nulls, true, 0);
+	for (;;)
+	{
+		SPITupleTable *batch;
+		uint64		count;
+
+		SPI_cursor_fetch(portal, true, GC_BATCH);
+		batch = SPI_tuptable;
+		count = SPI_processed;
+		if (count == 0)
+			break;
+		for (uint64 i = 0; i < count; i++)
+		{
+			MemoryContext old = MemoryContextSwitchTo(batch_context);
+			GcRow		r;
+			bool		idle;
+
+			ReadGcRow(batch->vals[i], batch->tupdesc, &r);
+			idle = RowIdle(&r, now, has_max_window, max_window_us);
+			MemoryContextSwitchTo(old);
+			if (idle && DeleteKey(&r))
+				removed++;
+			MemoryContextReset(batch_context);
+		}
+		SPI_freetuptable(batch);
+		CHECK_FOR_INTERRUPTS();
+	}
+	SPI_cursor_close(portal);
+	RlSpiFinish(&session);
+	MemoryContextDelete(batch_context);
+	PG_RETURN_INT64(removed);
+}

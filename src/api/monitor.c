@@ -1,0 +1,101 @@
+/*
+ * monitor.c -- what the monitoring views read from C: rl_keys' shmem rows
+ * (ratelimit.shmem_keys()) and rl_counters' counts
+ * (ratelimit.shmem_counters()).
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "funcapi.h"
+#include "utils/builtins.h"
+
+#include "base/clock.h"
+#include "base/counters.h"
+#include "store/shmem_store.h"
+
+PG_FUNCTION_INFO_V1(rl_shmem_keys);
+PG_FUNCTION_INFO_V1(rl_shmem_counters);
+
+typedef struct KeysScan
+{
+	ReturnSetInfo *rsinfo;
+	TimestampTz now;
+} KeysScan;
+
+/* One key as rl_keys shows it: what a call of cost 0 would see now. */
+static void
+PutKeyRow(const RlShmemKeyInfo *key, void *arg)
+{
+	KeysScan   *scan = (KeysScan *) arg;
+	Datum		values[6];
+	bool		nulls[6] = {false, false, false, false, false, false};
+
+	values[0] = Int32GetDatum(key->zone_id);
+	if (key->key == NULL)
+		nulls[1] = true;		/* kept as a hash: the key itself is not known */
+	else
+		values[1] = PointerGetDatum(cstring_to_text_with_len(key->key, key->key_len));
+	if (key->limit.is_bucket)
+	{
+		RlTokenBucketState state = {key->state.tokens, key->state.fraction, key->state.stamp};
+		RlTokenBucketDecision peek = rl_token_bucket_take(&state, scan->now, &key->limit.bucket, 0);
+
+		values[2] = Int64GetDatum((int64) key->limit.bucket.capacity);
+		values[3] = Int64GetDatum(peek.remaining);
+		nulls[4] = true;
+	}
+	else
+	{
+		RlCounterState state = {key->state.tokens, key->state.fraction, key->state.stamp,
+		key->state.counter};
+		RlCounterState next;
+		RlDecision	peek = rl_counter_take(&key->limit.zone, &state, scan->now, 0, &next);
+		Interval   *reset = palloc0(sizeof(Interval));
+
+		reset->time = peek.reset_after_us;
+		values[2] = Int64GetDatum(peek.capacity);
+		values[3] = Int64GetDatum(peek.remaining);
+		values[4] = IntervalPGetDatum(reset);
+	}
+	values[5] = TimestampTzGetDatum(key->state.stamp);
+	tuplestore_putvalues(scan->rsinfo->setResult, scan->rsinfo->setDesc, values, nulls);
+}
+
+/*
+ * This database's keys in the shmem store: zone_id, key (NULL when kept as
+ * a hash), capacity, remaining, reset_after (NULL for rl_token_bucket), and
+ * the time of the last change.
+ */
+Datum
+rl_shmem_keys(PG_FUNCTION_ARGS)
+{
+	KeysScan	scan;
+
+	InitMaterializedSRF(fcinfo, 0);
+	scan.rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	scan.now = RlNow();
+	RlShmemScanKeys(PutKeyRow, &scan);
+	PG_RETURN_VOID();
+}
+
+static void
+PutCountersRow(int32 zone_id, const int64 counts[RL_ZONE_COUNTS], void *arg)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) arg;
+	Datum		values[1 + RL_ZONE_COUNTS];
+	bool		nulls[1 + RL_ZONE_COUNTS] = {false};
+
+	values[0] = Int32GetDatum(zone_id);
+	for (int what = 0; what < RL_ZONE_COUNTS; what++)
+		values[1 + what] = Int64GetDatum(counts[what]);
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
+/* Counts per zone of this database: none when ratelimit is not preloaded. */
+Datum
+rl_shmem_counters(PG_FUNCTION_ARGS)
+{
+	InitMaterializedSRF(fcinfo, 0);
+	RlVisitCounters(PutCountersRow, fcinfo->resultinfo);
+	PG_RETURN_VOID();
+}

@@ -1,0 +1,81 @@
+/*
+ * token_bucket.c -- rl_token_bucket(id, rate, window, cost): an ad-hoc
+ * token bucket per id, no zone needed; returns the whole tokens left, or -1
+ * when refused.
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+
+#include "base/args.h"
+#include "decision/decide.h"
+
+PG_FUNCTION_INFO_V1(rl_token_bucket);
+
+static void
+ReportTokenBucketError(RlParamError error, double rate, double window, int64 cost)
+{
+	switch (error)
+	{
+		case RL_PARAM_OK:
+			return;
+		case RL_PARAM_RATE_INVALID:
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("rate must be a finite number greater than zero"),
+					 errdetail("rate is %g.", rate)));
+			break;
+		case RL_PARAM_WINDOW_INVALID:
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("window must be a finite number of seconds greater than zero"),
+					 errdetail("window is %g.", window)));
+			break;
+		case RL_PARAM_CAPACITY_OVERFLOW:
+			ereport(ERROR,
+					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+					 errmsg("bucket capacity rate * window is out of range"),
+					 errdetail("rate %g * window %g exceeds %.0f tokens.",
+							   rate, window, RL_MAX_CAPACITY)));
+			break;
+		case RL_PARAM_COST_NEGATIVE:
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("cost must not be negative"),
+					 errdetail("cost is " INT64_FORMAT ".", cost)));
+			break;
+		case RL_PARAM_COST_ABOVE_CAPACITY:
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("cost exceeds the bucket capacity"),
+					 errdetail("cost is " INT64_FORMAT "; capacity rate * window is %g.",
+							   cost, rate * window),
+					 errhint("Such a call could never be admitted.")));
+			break;
+	}
+}
+
+Datum
+rl_token_bucket(PG_FUNCTION_ARGS)
+{
+	RlCall		call;
+	double		rate;
+	double		window;
+	int64		cost;
+
+	RlPrepareAdHocCall(&call, "rl_token_bucket", RlCheckedKey(fcinfo, 0, "id"),
+					   RL_ZONE_ID_TOKEN_BUCKET, 0);
+	RlLocate(&call);
+	RlRequireNotNull(fcinfo, 1, "rate");
+	RlRequireNotNull(fcinfo, 2, "window");
+	RlRequireNotNull(fcinfo, 3, "cost");
+	rate = PG_GETARG_FLOAT8(1);
+	window = PG_GETARG_FLOAT8(2);
+	cost = PG_GETARG_INT32(3);
+	ReportTokenBucketError(rl_token_bucket_limit(rate, window, cost, &call.request.limit.bucket),
+						   rate, window, cost);
+	call.request.limit.is_bucket = true;
+	call.cost = cost;
+	RlTake(&call, "rl_token_bucket()");
+	PG_RETURN_INT64(call.decision.allowed ? call.decision.remaining : -1);
+}

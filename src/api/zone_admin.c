@@ -1,0 +1,104 @@
+/*
+ * zone_admin.c -- what the zone table's SQL calls in C: the definition
+ * check of rl_zone_set, the trigger that tells every backend a zone
+ * changed, and the stores' part of dropping a zone and of a cron refill.
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "commands/trigger.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "utils/builtins.h"
+#include "utils/inval.h"
+#include "utils/rel.h"
+
+#include "decision/decide.h"
+#include "decision/zone.h"
+
+PG_FUNCTION_INFO_V1(rl_check_zone);
+PG_FUNCTION_INFO_V1(rl_zone_changed);
+PG_FUNCTION_INFO_V1(rl_forget_zone_state);
+PG_FUNCTION_INFO_V1(rl_flush_zone_state);
+
+/* ratelimit.check_zone(algorithm, rate, period, burst, store) */
+Datum
+rl_check_zone(PG_FUNCTION_ARGS)
+{
+	RlZoneLimit limit;
+
+	RlCheckZoneDefinition(PG_ARGISNULL(0) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(0)),
+						PG_ARGISNULL(1), PG_ARGISNULL(1) ? 0 : PG_GETARG_INT64(1),
+						PG_ARGISNULL(2) ? NULL : PG_GETARG_INTERVAL_P(2),
+						PG_ARGISNULL(3), PG_ARGISNULL(3) ? 0 : PG_GETARG_INT64(3),
+						PG_ARGISNULL(4) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(4)),
+						&limit);
+	PG_RETURN_VOID();
+}
+
+static Datum
+ColumnOf(TriggerData *trigdata, const char *name, bool *isnull)
+{
+	TupleDesc	desc = RelationGetDescr(trigdata->tg_relation);
+	int			attnum = SPI_fnumber(desc, name);
+
+	if (attnum <= 0)
+		elog(ERROR, "ratelimit.zone has no column \"%s\"", name);
+	return heap_getattr(trigdata->tg_newtuple, attnum, desc, isnull);
+}
+
+/* An altered shmem zone: its entries are judged idle under the new limit. */
+static void
+RelimitShmemEntries(TriggerData *trigdata)
+{
+	bool		isnull;
+	bool		burst_null;
+	Datum		store = ColumnOf(trigdata, "store", &isnull);
+	Datum		burst;
+	RlZoneLimit limit;
+
+	if (isnull || strcmp(TextDatumGetCString(store), "shmem") != 0)
+		return;
+	burst = ColumnOf(trigdata, "burst", &burst_null);
+	RlCheckZoneDefinition(TextDatumGetCString(ColumnOf(trigdata, "algorithm", &isnull)), false,
+						DatumGetInt64(ColumnOf(trigdata, "rate", &isnull)),
+						DatumGetIntervalP(ColumnOf(trigdata, "period", &isnull)),
+						burst_null, burst_null ? 0 : DatumGetInt64(burst), "shmem", &limit);
+	RlRelimitZoneState(RL_STORE_SHMEM, DatumGetInt32(ColumnOf(trigdata, "zone_id", &isnull)), &limit);
+}
+
+/* Trigger on ratelimit.zone: every backend drops its zone cache at commit. */
+Datum
+rl_zone_changed(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("ratelimit.zone_changed() must be called as a trigger")));
+	CacheInvalidateRelcacheByRelid(RelationGetRelid(trigdata->tg_relation));
+	if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) && TRIGGER_FIRED_FOR_ROW(trigdata->tg_event))
+		RelimitShmemEntries(trigdata);
+	return PointerGetDatum(NULL);
+}
+
+/* ratelimit.forget_zone_state(zone_id) */
+Datum
+rl_forget_zone_state(PG_FUNCTION_ARGS)
+{
+	RlForgetZoneState(PG_GETARG_INT32(0));
+	PG_RETURN_VOID();
+}
+
+/*
+ * ratelimit.flush_zone_state(zone_id): this transaction's cached changes of
+ * the zone go to the table now, and are read back after the caller's
+ * statement changed them (rl_cron_refill).
+ */
+Datum
+rl_flush_zone_state(PG_FUNCTION_ARGS)
+{
+	RlFlushZoneState(PG_GETARG_INT32(0));
+	PG_RETURN_VOID();
+}

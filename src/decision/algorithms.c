@@ -1,0 +1,190 @@
+/*
+ * algorithms.c -- the core's algorithms over stored rows.  Each callback
+ * turns the stored row into the core's state, runs the algorithm, and turns
+ * the new state back into a row; it writes nothing itself, so a store can
+ * run it again on a newer row.
+ */
+#include "postgres.h"
+
+#include "base/args.h"
+#include "decision/algorithms.h"
+
+bool
+RlDecideTokenBucket(const RlStateRow *prior, RlStateRow *next, void *arg, RlStateAccess *access)
+{
+	RlCall	   *call = (RlCall *) arg;
+	RlTokenBucketState prior_state;
+	RlTokenBucketDecision decision;
+
+	if (prior != NULL)
+	{
+		prior_state.tokens = prior->tokens;
+		prior_state.fraction = prior->fraction;
+		prior_state.stamp_us = prior->stamp;
+	}
+	decision = rl_token_bucket_take(prior != NULL ? &prior_state : NULL, call->request.now,
+									&call->request.limit.bucket, call->cost);
+	memset(&call->decision, 0, sizeof(call->decision));
+	call->decision.allowed = decision.allowed;
+	call->decision.remaining = decision.remaining;
+	call->decision.state_changed = decision.state_changed;
+	next->tokens = decision.next.tokens;
+	next->fraction = decision.next.fraction;
+	next->stamp = decision.next.stamp_us;
+	next->counter = 0;
+	next->entries = NULL;
+	next->refill_pending = false;
+	return decision.state_changed;
+}
+
+bool
+RlDecideCounter(const RlStateRow *prior, RlStateRow *next, void *arg, RlStateAccess *access)
+{
+	RlCall	   *call = (RlCall *) arg;
+	const RlZoneLimit *limit = &call->request.limit.zone;
+	RlCounterState prior_state;
+	RlCounterState next_state;
+
+	if (prior != NULL)
+	{
+		prior_state.a = prior->tokens;
+		prior_state.fraction = prior->fraction;
+		prior_state.stamp_us = prior->stamp;
+		prior_state.b = prior->counter;
+	}
+	call->decision = rl_counter_take(limit, prior != NULL ? &prior_state : NULL,
+									 call->request.now, call->cost, &next_state);
+	next->tokens = next_state.a;
+	next->fraction = next_state.fraction;
+	next->stamp = next_state.stamp_us;
+	next->counter = next_state.b;
+	next->entries = NULL;
+	next->refill_pending = rl_counter_needs_refill(limit, &next_state);
+	return call->decision.state_changed;
+}
+
+static void
+ReportCorruptState(const RlCall *call)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_DATA_CORRUPTED),
+			 errmsg("rate-limit state of key \"%s\" in zone \"%s\" is corrupt",
+					RlMessageTextOfText(call->request.key.key), RlMessageText(call->what)),
+			 errhint("rl_reset() forgets the key's state.")));
+}
+
+/*
+ * Decodes the head row, hands the algorithm the sealed chunks it asks for
+ * (read ahead in doubling batches, so a call that expires many chunks reads
+ * each once), and encodes the new head row.
+ */
+bool
+RlDecideSlidingWindow(const RlStateRow *prior, RlStateRow *next, void *arg, RlStateAccess *access)
+{
+	RlCall	   *call = (RlCall *) arg;
+	RlSlidingWindowState *window = call->window;
+	RlSwDecision *result = call->window_result;
+	RlSwChunk  *chunks = NULL;
+	int32		loaded = 0;
+	bytea	   *header;
+
+	if (prior == NULL)
+		rl_sw_init(window);
+	else if (prior->entries == NULL ||
+			 !rl_sw_decode_header((const uint8_t *) VARDATA_ANY(prior->entries),
+								  VARSIZE_ANY_EXHDR(prior->entries),
+								  prior->tokens, prior->stamp, window))
+		ReportCorruptState(call);
+
+	for (;;)
+	{
+		uint32		available;
+		int32		wanted;
+
+		if (!rl_sw_take(&call->request.limit.zone, window, call->request.now, call->cost,
+						chunks, loaded, result))
+			ReportCorruptState(call);
+		if (result->need_chunks == 0)
+			break;
+		available = rl_sw_chunk_count(window);
+		wanted = Min((int32) available, Max(result->need_chunks, 2 * loaded));
+		if (wanted <= loaded || access == NULL)
+			ReportCorruptState(call);
+		chunks = chunks == NULL ? palloc(sizeof(RlSwChunk) * wanted)
+			: repalloc(chunks, sizeof(RlSwChunk) * wanted);
+		for (; loaded < wanted; loaded++)
+		{
+			RlStateRow	row;
+
+			if (!access->read_part(access, (int32) rl_sw_chunk_seq(window->first_chunk, loaded), &row) ||
+				row.entries == NULL)
+				ReportCorruptState(call);
+			chunks[loaded].bytes = (const uint8_t *) VARDATA_ANY(row.entries);
+			chunks[loaded].len = VARSIZE_ANY_EXHDR(row.entries);
+		}
+	}
+	call->decision = result->decision;
+	if (!result->decision.state_changed)
+		return false;
+
+	header = palloc(VARHDRSZ + RL_SW_MAX_HEADER_BYTES);
+	SET_VARSIZE(header, VARHDRSZ + rl_sw_encode_header(window, (uint8_t *) VARDATA(header)));
+	next->tokens = window->admitted;
+	next->fraction = 0.0;
+	next->stamp = window->stamp_us;
+	next->counter = rl_sw_chunk_count(window);
+	next->entries = header;
+	next->refill_pending = false;
+	return true;
+}
+
+void
+RlApplyChunkChanges(const RlCall *call, const RlStore *store)
+{
+	const RlSwDecision *result = call->window_result;
+	RlStateKey	part = call->request.key;
+
+	for (int32 i = 0; i < result->consumed_chunks; i++)
+	{
+		part.part = (int32) rl_sw_chunk_seq(result->consumed_from, (uint32) i);
+		(void) store->remove_part(&part);
+	}
+	if (result->sealed)
+	{
+		RlStateRow	row;
+		bytea	   *bytes = palloc(VARHDRSZ + result->sealed_len);
+
+		SET_VARSIZE(bytes, VARHDRSZ + result->sealed_len);
+		memcpy(VARDATA(bytes), result->sealed_bytes, result->sealed_len);
+		row.tokens = 0;
+		row.fraction = 0.0;
+		row.stamp = call->request.now;
+		row.counter = 0;
+		row.entries = bytes;
+		row.refill_pending = false;
+		part.part = (int32) result->sealed_seq;
+		store->write_part(&part, &row);
+	}
+}
+
+void
+RlForgetChunks(const RlCall *call, const RlStore *store, const RlStateRow *removed)
+{
+	RlSlidingWindowState *window = palloc(sizeof(RlSlidingWindowState));
+
+	/* A corrupt head leaves its chunks to rl_gc. */
+	if (removed->entries != NULL &&
+		rl_sw_decode_header((const uint8_t *) VARDATA_ANY(removed->entries),
+							VARSIZE_ANY_EXHDR(removed->entries), removed->tokens,
+							removed->stamp, window))
+	{
+		uint32		count = rl_sw_chunk_count(window);
+		RlStateKey	part = call->request.key;
+
+		for (uint32 i = 0; i < count; i++)
+		{
+			part.part = (int32) rl_sw_chunk_seq(window->first_chunk, i);
+			(void) store->remove_part(&part);
+		}
+	}
+}

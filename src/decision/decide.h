@@ -1,0 +1,71 @@
+/*
+ * decide.h -- one decision: the SQL entry points describe the call (key,
+ * limit, store, cost), and these functions run it through the store that
+ * keeps the key's state.  The only place that dispatches on the store.
+ */
+#ifndef RL_DECIDE_H
+#define RL_DECIDE_H
+
+#include "postgres.h"
+
+#include "core/rl_core.h"
+#include "decision/zone.h"
+#include "store/store.h"
+
+typedef struct RlCall
+{
+	const char *what;			/* the zone's name, or the function's: for messages */
+	RlStoreKind store;
+	RlStoreCall request;		/* key, limit, now */
+	int64		cost;
+	bool		history;		/* record the call in ratelimit.history */
+	bool		shadow;			/* decide and count, refuse nothing */
+	bool		located;		/* the store was told the key (RlLocate) */
+
+	/* the outcome */
+	RlDecision	decision;		/* allowed is true in shadow mode */
+	bool		would_allow;	/* what the limit decided */
+	bool		recorded;		/* written to the history: txn_id is set */
+	int64		txn_id;
+
+	/* the exact sliding window's working state */
+	RlSlidingWindowState *window;
+	RlSwDecision *window_result;
+} RlCall;
+
+/* A call on a zone; checks cost against the zone when check_cost. */
+extern void RlPrepareZoneCall(RlCall *call, text *zone_name, text *key, int64 cost,
+							  bool check_cost);
+
+/*
+ * A call on rl_token_bucket's or rl_gcra's ad-hoc state (zone_id
+ * RL_ZONE_ID_*), in ratelimit.default_store; the caller sets the limit.
+ */
+extern void RlPrepareAdHocCall(RlCall *call, const char *function, text *key, int32 zone_id,
+							   int64 cost);
+
+/*
+ * Lets the store start finding the key while the caller still checks its
+ * other arguments (RlTake does it otherwise).
+ */
+extern void RlLocate(RlCall *call);
+
+/* Decides, takes cost when admitted, counts, records: rl_limit and its kin. */
+extern void RlTake(RlCall *call, const char *function);
+
+/* Decides as RlTake would, taking nothing (rl_peek). */
+extern void RlPeek(RlCall *call);
+
+/* Forgets the key's state (rl_reset); false when it had none. */
+extern bool RlForget(RlCall *call, const char *function);
+
+/* A zone was dropped: every store forgets its keys. */
+extern void RlForgetZoneState(int32 zone_id);
+
+/* A zone's limit changed: the store keeping its keys judges them by it. */
+extern void RlRelimitZoneState(RlStoreKind store, int32 zone_id, const RlZoneLimit *limit);
+
+/* This transaction's cached changes of the zone become visible to SQL. */
+extern void RlFlushZoneState(int32 zone_id);
+
+#endif							/* RL_DECIDE_H */

@@ -1,0 +1,330 @@
+/*
+ * zone.c -- zones (named policies): validation, and a per-backend cache so
+ * that a decision does not query the catalog.
+ *
+ * The cache is emptied whenever ratelimit.zone changes: a trigger on the
+ * table sends a relcache invalidation for it, which every backend receives
+ * at the changing transaction's commit (and the changing backend at its
+ * next command, or again at abort).  A miss reads the table under the
+ * latest snapshot, never a REPEATABLE READ transaction's older one, since
+ * what it reads outlives the transaction.
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type_d.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/inval.h"
+#include "utils/snapmgr.h"
+
+#include "base/args.h"
+#include "base/clock.h"
+#include "base/spi_exec.h"
+#include "decision/zone.h"
+
+typedef struct ZoneCacheEntry
+{
+	char		name[RL_MAX_ZONE_BYTES + 1];	/* hash key, NUL-padded */
+	RlZone		zone;
+} ZoneCacheEntry;
+
+static HTAB *zone_cache = NULL;
+/* The entry found last: calls in a row mostly name the same zone. */
+static ZoneCacheEntry *last_zone = NULL;
+static Oid	zone_table_relid = InvalidOid;
+static SPIPlanPtr zone_lookup_plan = NULL;
+
+static const char *const algorithm_names[] = {
+	[RL_ALGORITHM_TOKEN_BUCKET] = "token_bucket",
+	[RL_ALGORITHM_GCRA] = "gcra",
+	[RL_ALGORITHM_SLIDING_WINDOW] = "sliding_window",
+	[RL_ALGORITHM_SLIDING_WINDOW_COUNTER] = "sliding_window_counter",
+	[RL_ALGORITHM_FIXED_WINDOW] = "fixed_window",
+	/* found as token_bucket by name (the first match); refill => 'cron' picks it */
+	[RL_ALGORITHM_CRON_TOKEN_BUCKET] = "token_bucket",
+};
+
+const char *
+RlAlgorithmName(RlAlgorithm algorithm)
+{
+	return algorithm_names[algorithm];
+}
+
+static bool
+AlgorithmFromName(const char *name, RlAlgorithm *algorithm)
+{
+	for (int i = 0; i < (int) lengthof(algorithm_names); i++)
+	{
+		if (strcmp(name, algorithm_names[i]) == 0)
+		{
+			*algorithm = (RlAlgorithm) i;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* A period's microseconds, when it lies in (0, RL_MAX_PERIOD_US]. */
+static bool
+IntervalMicros(const Interval *interval, int64 *micros)
+{
+	__int128	total = RlIntervalTotalMicros(interval);
+
+	if (total <= 0 || total > RL_MAX_PERIOD_US)
+		return false;
+	*micros = (int64) total;
+	return true;
+}
+
+void
+RlCheckZoneDefinition(const char *algorithm_name, bool rate_null, int64 rate,
+					const Interval *period, bool burst_null, int64 burst,
+					const char *store, RlZoneLimit *limit)
+{
+	RlAlgorithm algorithm;
+	int64		period_us = 0;
+
+	if (algorithm_name == NULL)
+		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+						errmsg("algorithm must not be null")));
+	if (!AlgorithmFromName(algorithm_name, &algorithm))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unknown rate-limit algorithm \"%s\"", RlMessageText(algorithm_name)),
+				 errhint("Use token_bucket, gcra, sliding_window, sliding_window_counter or fixed_window.")));
+	if (rate_null)
+		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+						errmsg("rate must not be null")));
+	if (period == NULL)
+		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+						errmsg("period must not be null")));
+	if (store == NULL)
+		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+						errmsg("store must not be null")));
+	if (strcmp(store, "table") != 0 && strcmp(store, "shmem") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("unknown rate-limit store \"%s\"", RlMessageText(store)),
+				 errhint("The stores are table and shmem.")));
+	if (strcmp(store, "shmem") == 0 && algorithm == RL_ALGORITHM_SLIDING_WINDOW)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("sliding_window zones need the table store"),
+				 errdetail("An exact sliding window keeps every admission; "
+						   "a shmem entry has a fixed size."),
+				 errhint("Use store => 'table', or sliding_window_counter in shared memory.")));
+
+	if (!burst_null && burst <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("burst must be greater than zero"),
+				 errdetail("burst is " INT64_FORMAT ".", burst)));
+	if (rate <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("rate must be greater than zero"),
+				 errdetail("rate is " INT64_FORMAT ".", rate)));
+	if (!IntervalMicros(period, &period_us))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("period must be greater than zero and at most 285 years")));
+
+	switch (rl_zone_limit(algorithm, rate, period_us, burst_null ? -1 : burst, limit))
+	{
+		case RL_ZONE_OK:
+			return;
+		case RL_ZONE_RATE_INVALID:
+			ereport(ERROR,
+					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+					 errmsg("rate is out of range"),
+					 errdetail("rate is " INT64_FORMAT "; the largest is " INT64_FORMAT ".",
+							   rate, RL_MAX_LIMIT)));
+			break;
+		case RL_ZONE_PERIOD_INVALID:
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("period must be greater than zero and at most 285 years")));
+			break;
+		case RL_ZONE_BURST_NOT_APPLICABLE:
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("burst does not apply to %s", RlMessageText(algorithm_name)),
+					 errhint("burst is the capacity of token_bucket and gcra zones; "
+							 "window algorithms admit rate per period.")));
+			break;
+		case RL_ZONE_BURST_INVALID:
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("burst must be greater than zero and refill within 285 years"),
+					 errdetail("burst is " INT64_FORMAT ".", burst)));
+			break;
+		case RL_ZONE_LIMIT_TOO_LARGE_FOR_EXACT:
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("rate " INT64_FORMAT " is too large for an exact sliding window", rate),
+					 errdetail("An exact sliding window keeps every admission; its largest rate is "
+							   INT64_FORMAT ".", RL_SLIDING_WINDOW_MAX_LIMIT),
+					 errhint("Use sliding_window_counter, which keeps two counters.")));
+			break;
+	}
+}
+
+static void
+InvalidateZones(Datum arg, Oid relid)
+{
+	if (relid == InvalidOid || relid == zone_table_relid)
+	{
+		if (zone_cache != NULL)
+		{
+			hash_destroy(zone_cache);
+			zone_cache = NULL;
+		}
+		last_zone = NULL;
+		/* The table itself may be gone (DROP EXTENSION): look it up again. */
+		zone_table_relid = InvalidOid;
+	}
+}
+
+void
+RlZoneCacheInit(void)
+{
+	CacheRegisterRelcacheCallback(InvalidateZones, (Datum) 0);
+}
+
+static Oid
+ZoneTable(void)
+{
+	if (!OidIsValid(zone_table_relid))
+	{
+		Oid			relid = RlInternalTable("zone");
+
+		if (!OidIsValid(relid))
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_TABLE),
+					 errmsg("ratelimit zone table \"%s.zone\" does not exist", RL_INTERNAL_SCHEMA),
+					 errhint("Run CREATE EXTENSION ratelimit in this database.")));
+		zone_table_relid = relid;
+	}
+	return zone_table_relid;
+}
+
+/* Reads one zone from the table as its owner; false when there is none. */
+static bool
+LoadZone(const char *name, RlZone *zone)
+{
+	RlSpiSession session;
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		values[1];
+	SPIPlanPtr	plan;
+	bool		found;
+
+	values[0] = CStringGetTextDatum(name);
+	RlSpiConnectAs(RlRelationOwner(ZoneTable()), &session);
+	plan = RlKeepPlan(&zone_lookup_plan,
+					  "SELECT zone_id, algorithm, rate, period, burst, store, history,"
+					  " refill, refill_tick, shadow"
+					  " FROM " RL_INTERNAL_SCHEMA ".zone"
+					  " WHERE zone OPERATOR(pg_catalog.=) $1", 1, argtypes);
+	if (SPI_execute_snapshot(plan, values, NULL, GetLatestSnapshot(),
+							 InvalidSnapshot, true, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "ratelimit zone lookup failed");
+	found = SPI_processed > 0;
+	if (found)
+	{
+		HeapTuple	tuple = SPI_tuptable->vals[0];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		bool		burst_null;
+		int64		burst;
+		Datum		algorithm = SPI_getbinval(tuple, desc, 2, &isnull);
+		Datum		store = SPI_getbinval(tuple, desc, 6, &isnull);
+
+		burst = DatumGetInt64(SPI_getbinval(tuple, desc, 5, &burst_null));
+		zone->zone_id = DatumGetInt32(SPI_getbinval(tuple, desc, 1, &isnull));
+		zone->history = DatumGetBool(SPI_getbinval(tuple, desc, 7, &isnull));
+		zone->shadow = DatumGetBool(SPI_getbinval(tuple, desc, 10, &isnull));
+		zone->store = strcmp(TextDatumGetCString(store), "shmem") == 0
+			? RL_STORE_SHMEM : RL_STORE_TABLE;
+		/* The table's CHECKs are looser than the algorithms: check again. */
+		RlCheckZoneDefinition(TextDatumGetCString(algorithm), false,
+							DatumGetInt64(SPI_getbinval(tuple, desc, 3, &isnull)),
+							DatumGetIntervalP(SPI_getbinval(tuple, desc, 4, &isnull)),
+							burst_null, burst, TextDatumGetCString(store), &zone->limit);
+		if (strcmp(TextDatumGetCString(SPI_getbinval(tuple, desc, 8, &isnull)), "cron") == 0 &&
+			zone->limit.algorithm == RL_ALGORITHM_TOKEN_BUCKET && zone->store == RL_STORE_TABLE)
+		{
+			Datum		tick = SPI_getbinval(tuple, desc, 9, &isnull);
+
+			zone->limit.algorithm = RL_ALGORITHM_CRON_TOKEN_BUCKET;
+			if (isnull || !IntervalMicros(DatumGetIntervalP(tick), &zone->limit.refill_tick_us))
+				zone->limit.refill_tick_us = 0;
+		}
+	}
+	RlSpiFinish(&session);
+	return found;
+}
+
+void
+RlLookupZone(text *name, RlZone *zone)
+{
+	char		key[RL_MAX_ZONE_BYTES + 1];
+	int			len = VARSIZE_ANY_EXHDR(name);
+	ZoneCacheEntry *entry;
+	bool		found;
+
+	if (len == 0 || len > RL_MAX_ZONE_BYTES || memchr(VARDATA_ANY(name), '\0', len) != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("rate-limit zone \"%s\" does not exist", RlMessageTextOfText(name))));
+
+	/*
+	 * A transaction that already holds its locks takes in no invalidation
+	 * until it ends; a zone change committed meanwhile must still apply to
+	 * its next call.  Cheap when nothing is pending.
+	 */
+	AcceptInvalidationMessages();
+
+	/* The entry is NUL-padded: equal bytes then a NUL is the same name. */
+	if (last_zone != NULL && last_zone->name[len] == '\0' &&
+		memcmp(last_zone->name, VARDATA_ANY(name), len) == 0)
+	{
+		*zone = last_zone->zone;
+		return;
+	}
+	memset(key, 0, sizeof(key));
+	memcpy(key, VARDATA_ANY(name), len);
+
+	if (zone_cache == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(key);
+		ctl.entrysize = sizeof(ZoneCacheEntry);
+		zone_cache = hash_create("ratelimit zones", 16, &ctl, HASH_ELEM | HASH_BLOBS);
+	}
+	entry = hash_search(zone_cache, key, HASH_FIND, NULL);
+	if (entry != NULL)
+	{
+		last_zone = entry;
+		*zone = entry->zone;
+		return;
+	}
+
+	if (!LoadZone(key, zone))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("rate-limit zone \"%s\" does not exist", key),
+				 errhint("Create it with rl_zone_set().")));
+	/*
+	 * An invalidation taken in while reading dropped the cache: what we read
+	 * may predate the change, so read again.
+	 */
+	if (zone_cache == NULL)
+	{
+		RlLookupZone(name, zone);
+		return;
+	}
+	entry = hash_search(zone_cache, key, HASH_ENTER, &found);
+	entry->zone = *zone;
+	last_zone = entry;
+}

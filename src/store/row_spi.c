@@ -1,0 +1,179 @@
+/*
+ * row_spi.c -- the portable path to the state table: SPI with plans
+ * prepared once per backend.
+ *
+ * Works on any table access method (YugabyteDB's DocDB tables, Citus
+ * shards) because it only issues SQL.  fetch takes the row lock with
+ * SELECT ... FOR UPDATE, so replace never loses a race; insert relies on
+ * ON CONFLICT DO NOTHING.  Every name and operator is schema-qualified, and
+ * the statements run as the state table's owner so that callers need no
+ * privilege on it.
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type_d.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+
+#include "base/spi_exec.h"
+#include "store/row_spi.h"
+#include "store/state_table.h"
+
+typedef enum SpiStatement
+{
+	SPI_FETCH_FOR_UPDATE,
+	SPI_PEEK,
+	SPI_INSERT,
+	SPI_REPLACE,
+	SPI_REMOVE,
+	SPI_STATEMENT_COUNT
+} SpiStatement;
+
+#define STATE_TABLE RL_INTERNAL_SCHEMA ".state"
+#define WHERE_KEY " WHERE key OPERATOR(pg_catalog.=) $1 AND zone_id OPERATOR(pg_catalog.=) $2" \
+	" AND part OPERATOR(pg_catalog.=) $3"
+#define ROW_COLUMNS "tokens, token_fraction, updated_at, counter, entries, refill_pending"
+
+static const char *const statement_sql[SPI_STATEMENT_COUNT] = {
+	[SPI_FETCH_FOR_UPDATE] = "SELECT " ROW_COLUMNS " FROM " STATE_TABLE WHERE_KEY " FOR UPDATE",
+	[SPI_PEEK] = "SELECT " ROW_COLUMNS " FROM " STATE_TABLE WHERE_KEY,
+	[SPI_INSERT] =
+	"INSERT INTO " STATE_TABLE " (key, zone_id, part, " ROW_COLUMNS ")"
+	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (key, zone_id, part) DO NOTHING",
+	[SPI_REPLACE] =
+	"UPDATE " STATE_TABLE " SET tokens = $4, token_fraction = $5, updated_at = $6,"
+	" counter = $7, entries = $8, refill_pending = $9" WHERE_KEY,
+	[SPI_REMOVE] = "DELETE FROM " STATE_TABLE WHERE_KEY,
+};
+
+static const int statement_nargs[SPI_STATEMENT_COUNT] = {
+	[SPI_FETCH_FOR_UPDATE] = 3,[SPI_PEEK] = 3,[SPI_INSERT] = 9,[SPI_REPLACE] = 9,[SPI_REMOVE] = 3,
+};
+
+static SPIPlanPtr saved_plans[SPI_STATEMENT_COUNT];
+
+/* Connects to SPI as the state table's owner. */
+static void *
+SpiBegin(void)
+{
+	RlSpiSession *session = palloc(sizeof(RlSpiSession));
+
+	RlSpiConnectAs(RlGetStateTable()->owner, session);
+	return session;
+}
+
+static void
+SpiEnd(void *handle)
+{
+	RlSpiFinish(handle);
+	pfree(handle);
+}
+
+/* Runs one statement; returns SPI_processed, copying a fetched row to *out. */
+static uint64
+RunStatement(SpiStatement which, const RlStateKey *key, const RlStateRow *in, RlStateRow *out)
+{
+	static Oid	argtypes[9] = {TEXTOID, INT4OID, INT4OID, INT8OID, FLOAT8OID,
+	TIMESTAMPTZOID, INT8OID, BYTEAOID, BOOLOID};
+	Datum		values[9];
+	char		nulls[9] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	uint64		processed;
+	int			rc;
+
+	values[0] = PointerGetDatum(key->key);
+	values[1] = Int32GetDatum(key->zone_id);
+	values[2] = Int32GetDatum(key->part);
+	if (in != NULL)
+	{
+		values[3] = Int64GetDatum(in->tokens);
+		values[4] = Float8GetDatum(in->fraction);
+		values[5] = TimestampTzGetDatum(in->stamp);
+		values[6] = Int64GetDatum(in->counter);
+		values[7] = PointerGetDatum(in->entries);
+		if (in->entries == NULL)
+			nulls[7] = 'n';
+		/* NULL, not false: only rows the refill job must visit are indexed. */
+		values[8] = BoolGetDatum(true);
+		if (!in->refill_pending)
+			nulls[8] = 'n';
+	}
+
+	/*
+	 * Not read-only: at READ COMMITTED each statement takes a new snapshot,
+	 * so rows read after FOR UPDATE locked a newer head row are as new.
+	 */
+	rc = SPI_execute_plan(RlKeepPlan(&saved_plans[which], statement_sql[which],
+									 statement_nargs[which], argtypes),
+						  values, nulls, false, 0);
+	if (rc < 0)
+		elog(ERROR, "ratelimit statement failed: %s", SPI_result_code_string(rc));
+	processed = SPI_processed;
+
+	if (out != NULL && processed > 0)
+	{
+		bool		isnull;
+		HeapTuple	tuple = SPI_tuptable->vals[0];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		Datum		entries;
+
+		out->tokens = DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull));
+		out->fraction = DatumGetFloat8(SPI_getbinval(tuple, desc, 2, &isnull));
+		out->stamp = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 3, &isnull));
+		out->counter = DatumGetInt64(SPI_getbinval(tuple, desc, 4, &isnull));
+		entries = SPI_getbinval(tuple, desc, 5, &isnull);
+		/* Outlives SPI_finish: copied into the caller's context. */
+		out->entries = isnull ? NULL
+			: (bytea *) SPI_datumTransfer(PointerGetDatum(PG_DETOAST_DATUM(entries)), false, -1);
+		out->refill_pending = DatumGetBool(SPI_getbinval(tuple, desc, 6, &isnull)) && !isnull;
+	}
+	SPI_freetuptable(SPI_tuptable);
+	return processed;
+}
+
+static bool
+SpiFetch(void *handle, const RlStateKey *key, RlFetchMode mode, RlStateRow *row, RlRowRef *ref)
+{
+	bool		peek = (mode == RL_FETCH_PEEK);
+	bool		found = RunStatement(peek ? SPI_PEEK : SPI_FETCH_FOR_UPDATE, key, NULL, row) > 0;
+
+	ItemPointerSetInvalid(&ref->tid);
+	ref->locked = found && !peek;
+	return found;
+}
+
+static bool
+SpiInsert(void *handle, const RlStateKey *key, const RlStateRow *row, RlRowRef *ref)
+{
+	bool		inserted = RunStatement(SPI_INSERT, key, row, NULL) > 0;
+
+	ItemPointerSetInvalid(&ref->tid);
+	/* Our uncommitted insert blocks every other writer of the key. */
+	ref->locked = inserted;
+	return inserted;
+}
+
+static bool
+SpiReplace(void *handle, const RlStateKey *key, const RlStateRow *row, RlRowRef *ref)
+{
+	bool		replaced = RunStatement(SPI_REPLACE, key, row, NULL) > 0;
+
+	ref->locked = replaced;
+	return replaced;
+}
+
+static bool
+SpiRemove(void *handle, const RlStateKey *key)
+{
+	return RunStatement(SPI_REMOVE, key, NULL, NULL) > 0;
+}
+
+const RlRowOps RlSpiRows = {
+	.name = "spi",
+	.begin = SpiBegin,
+	.end = SpiEnd,
+	.fetch = SpiFetch,
+	.insert = SpiInsert,
+	.replace = SpiReplace,
+	.remove = SpiRemove,
+};

@@ -1,0 +1,11 @@
+/*
+ * row_spi.h -- the SPI path to the state table (any table access method).
+ */
+#ifndef RL_ROW_SPI_H
+#define RL_ROW_SPI_H
+
+#include "store/row_access.h"
+
+extern const RlRowOps RlSpiRows;
+
+#endif

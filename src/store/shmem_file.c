@@ -1,0 +1,231 @@
+/*
+ * shmem_file.c -- the shmem store's shared memory at server start, and its
+ * state across a clean restart: clean shutdown writes the table to
+ * RL_SHMEM_FILE (through a .tmp file and durable_rename); the next start
+ * loads it once and removes it.  After a crash or an immediate shutdown
+ * there is no file: the state starts empty, as nothing vouches for it.
+ */
+#include "postgres.h"
+
+#include <unistd.h>
+
+#include "catalog/pg_control.h"
+#include "common/controldata_utils.h"
+#include "miscadmin.h"
+#include "storage/fd.h"
+#include "storage/ipc.h"
+#include "storage/shmem.h"
+#include "utils/guc.h"
+
+#include "store/shmem_layout.h"
+#include "store/shmem_file.h"
+
+#define RL_SHMEM_FILE "pg_stat/ratelimit_shmem.state"
+#define RL_SHMEM_FILE_MAGIC 0x524C5348	/* "RLSH" */
+#define RL_SHMEM_FILE_VERSION 5	/* 5: tags 0xFFFE and 0xFFFF are reserved */
+
+typedef struct ShmemFileHeader
+{
+	uint32		magic;
+	uint32		version;
+	uint32		entry_size;
+	uint64		count;
+} ShmemFileHeader;
+
+static void
+SaveState(int code, Datum arg)
+{
+	char		tmp[MAXPGPATH];
+	FILE	   *file;
+	ShmemFileHeader header = {RL_SHMEM_FILE_MAGIC, RL_SHMEM_FILE_VERSION, sizeof(ShmemEntry), 0};
+
+	ControlFileData *control;
+	bool		crc_ok;
+	uint64		shape;
+
+	/* After a crash (or a failed start) the state is not to be trusted. */
+	if (code != 0 || rl_shmem == NULL)
+		return;
+
+	/*
+	 * The postmaster exits with code 0 after an immediate shutdown too; only
+	 * a shutdown checkpoint marks a clean one.  The checkpointer wrote it
+	 * before this runs.
+	 */
+	control = get_controlfile(DataDir, &crc_ok);
+	if (!crc_ok || (control->state != DB_SHUTDOWNED &&
+					control->state != DB_SHUTDOWNED_IN_RECOVERY))
+		return;
+	snprintf(tmp, sizeof(tmp), "%s.tmp", RL_SHMEM_FILE);
+	file = AllocateFile(tmp, PG_BINARY_W);
+	if (file == NULL)
+		goto error;
+	/* The postmaster, alone now: no lock. */
+	shape = pg_atomic_read_u64(&rl_shmem->shape);
+	for (uint32 s = NextSetInUse(0, shape); s < rl_shmem->nsets; s = NextSetInUse(s + 1, shape))
+	{
+		header.count += RlSetKeys(SetAt(s));
+		for (WayRef ref = rl_overflow_heads[s]; ref != 0; ref = ForeignEntry(ref)->overflow_next)
+			header.count++;
+	}
+	if (fwrite(&header, sizeof(header), 1, file) != 1)
+		goto error;
+	for (uint32 s = NextSetInUse(0, shape); s < rl_shmem->nsets; s = NextSetInUse(s + 1, shape))
+	{
+		ShmemSet   *set = SetAt(s);
+
+		for (int i = 0; i < RL_SHMEM_WAYS; i++)
+			if (NativeTag(set->tags[i]) && fwrite(&set->entries[i], sizeof(ShmemEntry), 1, file) != 1)
+				goto error;
+		for (WayRef ref = rl_overflow_heads[s]; ref != 0; ref = ForeignEntry(ref)->overflow_next)
+			if (fwrite(ForeignEntry(ref), sizeof(ShmemEntry), 1, file) != 1)
+				goto error;
+	}
+	if (FreeFile(file) != 0)
+	{
+		file = NULL;
+		goto error;
+	}
+	(void) durable_rename(tmp, RL_SHMEM_FILE, LOG);
+	return;
+
+error:
+	ereport(LOG,
+			(errcode_for_file_access(),
+			 errmsg("could not write ratelimit shmem state file \"%s\": %m", tmp)));
+	if (file != NULL)
+		FreeFile(file);
+	unlink(tmp);
+}
+
+static void
+LoadState(void)
+{
+	FILE	   *file = AllocateFile(RL_SHMEM_FILE, PG_BINARY_R);
+	ShmemFileHeader header;
+	uint64		loaded = 0;
+	uint64		dropped = 0;
+
+	if (file == NULL)
+	{
+		if (errno != ENOENT)
+			ereport(LOG,
+					(errcode_for_file_access(),
+					 errmsg("could not read ratelimit shmem state file \"%s\": %m", RL_SHMEM_FILE)));
+		return;
+	}
+	if (fread(&header, sizeof(header), 1, file) != 1 || header.magic != RL_SHMEM_FILE_MAGIC ||
+		header.version != RL_SHMEM_FILE_VERSION || header.entry_size != sizeof(ShmemEntry))
+		ereport(LOG, (errmsg("ignoring ratelimit shmem state file \"%s\": not in this version's format",
+							 RL_SHMEM_FILE)));
+	else
+	{
+		for (uint64 n = 0; n < header.count; n++)
+		{
+			ShmemEntry	entry;
+			ShmemSet   *set;
+			int			way;
+
+			uint32		set_index;
+			WayRef		lent;
+
+			if (fread(&entry, sizeof(entry), 1, file) != 1)
+				break;
+			if (!NativeTag(entry.tag))
+				continue;
+			entry.overflow_next = 0;
+			/* The store grows as it does for new keys (the postmaster is alone). */
+			do
+			{
+				set_index = SetIndexOf(entry.hash_high, pg_atomic_read_u64(&rl_shmem->shape));
+				set = SetAt(set_index);
+				way = RlFreeWay(set, entry.tag);
+			} while (way < 0 && RlSplitFullSet(entry.hash_high));
+			if (way >= 0)
+			{
+				set->entries[way] = entry;
+				set->tags[way] = entry.tag;
+				loaded++;
+				if (RlSetKeys(set) > RL_SHMEM_GROW_AT)
+					(void) RlSplitNextSet();
+			}
+			else if ((lent = RlReserveForeignWay(set_index, GetCurrentTimestamp())) != 0)
+			{
+				*ForeignEntry(lent) = entry;
+				RlLinkForeign(set_index, lent);
+				loaded++;
+			}
+			else
+				dropped++;		/* a smaller ratelimit.shmem_max_keys than before */
+		}
+		ereport(LOG,
+				(errmsg("ratelimit: loaded " UINT64_FORMAT " keys of the shmem store from \"%s\"",
+						loaded, RL_SHMEM_FILE),
+				 dropped > 0 ? errdetail(UINT64_FORMAT " keys did not fit and were dropped.", dropped) : 0));
+	}
+	FreeFile(file);
+	/* Loaded once: a crash later must not bring this state back. */
+	unlink(RL_SHMEM_FILE);
+}
+
+void
+RlShmemStoreRequest(void)
+{
+	RequestAddinShmemSpace(add_size(add_size(add_size(sizeof(ShmemHeader), RlSetsSize()),
+											 RlEarlyBitsSize()),
+									RlOverflowHeadsSize()));
+	RequestNamedLWLockTranche("ratelimit", 1);
+}
+
+void
+RlShmemStoreStartup(void)
+{
+	bool		found;
+	bool		found_sets;
+	void	   *sets;
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	rl_shmem = ShmemInitStruct("ratelimit shmem store", sizeof(ShmemHeader), &found);
+	sets = ShmemInitStruct("ratelimit shmem store sets", RlSetsSize(), &found_sets);
+	rl_split_early = ShmemInitStruct("ratelimit shmem store early splits", RlEarlyBitsSize(), &found_sets);
+	rl_overflow_heads = ShmemInitStruct("ratelimit shmem store overflow chains", RlOverflowHeadsSize(), &found_sets);
+	rl_shmem_sets = (ShmemSet *) TYPEALIGN(RL_CACHE_LINE, sets);
+	rl_grow_lock = &GetNamedLWLockTranche("ratelimit")[0].lock;
+	if (!found)
+	{
+		memset(rl_shmem, 0, sizeof(ShmemHeader));
+		RlStoreShape(&rl_shmem->base, &rl_shmem->max_level);
+		rl_shmem->nsets = rl_shmem->base << rl_shmem->max_level;
+		pg_atomic_init_u64(&rl_shmem->shape, SHAPE(0, 0));
+		pg_atomic_init_u32(&rl_shmem->overflow_cursor, 0);
+		pg_atomic_init_u64(&rl_shmem->full_at, 0);
+		pg_atomic_init_u64(&rl_shmem->last_full_warning, 0);
+		memset(rl_overflow_heads, 0, RlOverflowHeadsSize());
+		for (uint32 w = 0; w < (rl_shmem->nsets + 63) / 64; w++)
+			pg_atomic_init_u64(&rl_split_early[w], 0);
+		/* The others are set up when put in use: their pages stay untouched till then. */
+		for (uint32 s = 0; s < rl_shmem->base; s++)
+			RlInitSet(NewSetAt(s));
+	}
+	LWLockRelease(AddinShmemInitLock);
+
+	/* The postmaster loads the saved state once and saves it at shutdown. */
+	if (!IsUnderPostmaster)
+	{
+		if (!found)
+			LoadState();
+		on_shmem_exit(SaveState, (Datum) 0);
+	}
+}
+
+void
+RlShmemStoreInit(void)
+{
+	DefineCustomIntVariable("ratelimit.shmem_max_keys",
+							"Number of keys the shmem store holds.",
+							"Needs ratelimit in shared_preload_libraries; any this many keys fit, "
+							"each taking about 132 bytes of shared memory, touched as keys arrive.",
+							&rl_shmem_max_keys,
+							100000, RL_SHMEM_WAYS, 100000000,
+							PGC_POSTMASTER, 0, NULL, NULL, NULL);
+}

@@ -1,0 +1,530 @@
+/*
+ * shmem_store.c -- the shmem store: rate-limit state in shared memory.
+ *
+ * Not transactional: a decision is final when the call returns, whatever
+ * the transaction does.  The algorithms are the same as on the table store:
+ * this store runs the same decide callbacks on a row kept in an entry of a
+ * set-associative table (shmem_layout.h), under the set's spinlock.
+ */
+#include "postgres.h"
+
+#include "common/hashfn.h"
+#include "miscadmin.h"
+#include "storage/shmem.h"
+
+#include "base/counters.h"
+#include "base/settings.h"
+#include "store/shmem_layout.h"
+#include "store/shmem_store.h"
+
+static void
+RequireShmem(void)
+{
+	if (rl_shmem == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the shmem store needs ratelimit in shared_preload_libraries"),
+				 errhint("Add ratelimit to shared_preload_libraries in postgresql.conf "
+						 "(shared_preload_libraries = 'ratelimit') and restart the server.")));
+}
+
+static void
+EntryRow(const ShmemEntry *entry, RlStateRow *row)
+{
+	row->tokens = entry->tokens;
+	row->fraction = entry->fraction;
+	row->stamp = entry->stamp;
+	row->counter = entry->counter;
+	row->entries = NULL;
+	row->refill_pending = false;
+}
+
+static void
+SetEntryLimit(ShmemEntry *entry, const RlKeyLimit *limit)
+{
+	if (limit->is_bucket)
+	{
+		entry->limit_kind = RL_SHMEM_KIND_BUCKET;
+		entry->limit.bucket = limit->bucket;
+	}
+	else
+	{
+		entry->limit_kind = (uint8) limit->zone.algorithm;
+		entry->limit.zone.rate = limit->zone.rate;
+		entry->limit.zone.period_us = limit->zone.period_us;
+		entry->limit.zone.capacity = limit->zone.capacity;
+	}
+}
+
+static void
+SetEntryState(ShmemEntry *entry, const RlStateRow *row, const RlKeyLimit *limit)
+{
+	entry->tokens = row->tokens;
+	entry->fraction = row->fraction;
+	entry->stamp = row->stamp;
+	entry->counter = row->counter;
+	SetEntryLimit(entry, limit);
+}
+
+static void
+FillEntry(ShmemEntry *entry, const ShmemKey *key, const RlKeyLimit *limit, const RlStateRow *row)
+{
+	memset(entry, 0, sizeof(*entry));
+	entry->hash_high = key->hash_high;
+	entry->dbid = key->dbid;
+	entry->zone_id = key->zone_id;
+	entry->tag = key->tag;
+	entry->key_len = key->key_len;
+	memcpy(entry->key, key->key, sizeof(entry->key));
+	SetEntryState(entry, row, limit);
+}
+
+/* The hash of a key, its zone and the database: it picks the set and the tag. */
+static uint64
+KeyHash(const RlStateKey *key)
+{
+	return hash_bytes_extended((const unsigned char *) VARDATA_ANY(key->key),
+							   VARSIZE_ANY_EXHDR(key->key),
+							   ((uint64) MyDatabaseId << 32) | (uint32) key->zone_id);
+}
+
+static void
+MakeShmemKey(const RlStateKey *key, uint64 hash, ShmemKey *out)
+{
+	const unsigned char *bytes = (const unsigned char *) VARDATA_ANY(key->key);
+	int			len = VARSIZE_ANY_EXHDR(key->key);
+
+	memset(out, 0, sizeof(*out));
+	out->hash_high = (uint32) (hash >> 32);
+	out->tag = TagOf(hash);
+	out->dbid = MyDatabaseId;
+	out->zone_id = key->zone_id;
+	if (len <= RL_SHMEM_INLINE_KEY)
+	{
+		out->key_len = (uint8) len;
+		memcpy(out->key, bytes, len);
+	}
+	else
+	{
+		/* Two independent 64-bit hashes: collisions are out of reach. */
+		uint64		digest[2] = {hash_bytes_extended(bytes, len, UINT64CONST(0x9E3779B97F4A7C15)),
+		hash_bytes_extended(bytes, len, UINT64CONST(0xC2B2AE3D27D4EB4F))};
+
+		out->key_len = RL_SHMEM_KEY_HASHED;
+		memcpy(out->key, digest, sizeof(digest));
+	}
+}
+
+/*
+ * The set's first line and the key's home entry are fetched from here on,
+ * while the caller checks arguments and reads the clock: with 10k keys and
+ * more they are rarely in the CPU's caches, and the two fetches overlap
+ * instead of following each other (the entry's place is known before the
+ * tags are read when the key sits in its home way, as most do).
+ */
+static void
+ShmemLocate(RlStoreCall *call)
+{
+	call->located_hash = KeyHash(&call->key);
+	call->located_set = 0;
+	if (rl_shmem != NULL)
+	{
+		call->located_set = SetIndexOf((uint32) (call->located_hash >> 32),
+									   pg_atomic_read_u64(&rl_shmem->shape));
+#ifdef __GNUC__
+		{
+			ShmemSet   *set = SetAt(call->located_set);
+			ShmemEntry *home = &set->entries[HomeWay(TagOf(call->located_hash))];
+
+			__builtin_prefetch(set, 1);
+			__builtin_prefetch(home, 0);
+			__builtin_prefetch(&home->tokens, 1);
+		}
+#endif
+	}
+}
+
+/*
+ * Runs decide on the key's state under its set's lock and stores the result
+ * (unless peek).  decide must neither raise errors nor read parts: the
+ * algorithms this store takes do neither.
+ */
+static RlStoreOutcome
+ShmemDecide(RlStoreCall *call, RlDecideFn decide, void *arg, bool peek)
+{
+	const RlStateKey *key = &call->key;
+	const RlKeyLimit *limit = &call->limit;
+	TimestampTz now = call->now;
+	ShmemKey	skey;
+	ShmemSet   *set;
+	uint32		set_index = call->located_set;
+	ShmemEntry *found;
+	RlStateRow	next;
+	RlStoreOutcome outcome = RL_STORE_DECIDED;
+	bool		grow = false;
+	bool		need_room = false;
+	bool		need_foreign_way = false;
+	WayRef		reserved = 0;	/* a way lent by another set, not linked yet */
+	int			index;
+
+	RequireShmem();
+	MakeShmemKey(key, call->located_hash, &skey);
+
+retry:
+	set = LockKeySet(skey.hash_high, &set_index);
+	found = NULL;
+	/* decide neither raises nor allocates for the algorithms this store takes. */
+	index = FindInSet(set, &skey);
+	if (index >= 0)
+		found = &set->entries[index];
+	else if (rl_overflow_heads[set_index] != 0)
+	{
+		WayRef	   *link = RlFindInChain(set_index, &skey);
+
+		if (link != NULL)
+			found = ForeignEntry(*link);
+	}
+	if (found != NULL)
+	{
+		RlStateRow	current;
+
+		EntryRow(found, &current);
+		if (decide(&current, &next, arg, NULL) && !peek)
+			SetEntryState(found, &next, limit);
+	}
+	else if (decide(NULL, &next, arg, NULL) && !peek)
+	{
+		int			claimed = RlClaimEntry(set, skey.tag, now, &need_room);
+
+		if (claimed >= 0)
+		{
+			FillEntry(&set->entries[claimed], &skey, limit, &next);
+			set->tags[claimed] = skey.tag;
+			grow = RlSetKeys(set) > RL_SHMEM_GROW_AT;
+		}
+		else if (!need_room)
+		{
+			/* Fully grown and full: a recovered key's lent way, or a new one. */
+			WayRef	   *idle = RlIdleInChain(set_index, now);
+
+			if (idle != NULL)
+			{
+				ShmemEntry *entry = ForeignEntry(*idle);
+				WayRef		chain_next = entry->overflow_next;
+
+				FillEntry(entry, &skey, limit, &next);
+				entry->overflow_next = chain_next;
+			}
+			else if (reserved != 0)
+			{
+				FillEntry(ForeignEntry(reserved), &skey, limit, &next);
+				RlLinkForeign(set_index, reserved);
+				reserved = 0;
+			}
+			else
+				need_foreign_way = true;
+		}
+	}
+	SpinLockRelease(&set->mutex);
+	if (need_room)
+	{
+		/*
+		 * Splits in order until this set's turn, unless room appears first;
+		 * once the store is fully grown, the retry evicts or overflows.
+		 */
+		(void) RlGrowStore(true, skey.hash_high);
+		need_room = false;
+		goto retry;
+	}
+	if (need_foreign_way)
+	{
+		/* No lock held while searching; the retry decides again. */
+		need_foreign_way = false;
+		reserved = RlReserveForeignWay(set_index, now);
+		if (reserved != 0)
+			goto retry;
+		outcome = RL_STORE_NO_ROOM;
+	}
+	if (reserved != 0)
+		RlReleaseForeignWay(reserved);	/* the key found room at home, or nothing was stored */
+	if (grow)
+		(void) RlGrowStore(false, 0);
+	if (outcome == RL_STORE_NO_ROOM)
+		RlCount(MyDatabaseId, key->zone_id, RL_COUNT_FULL);
+	return outcome;
+}
+
+/*
+ * A store that refuses keys is a misconfiguration an operator must hear
+ * of, but a flood of new keys must not flood the log: one WARNING every
+ * RL_FULL_WARNING_INTERVAL for the whole server (counted per zone always).
+ */
+#define RL_FULL_WARNING_INTERVAL (10 * USECS_PER_SEC)
+
+static void
+WarnStoreFull(const char *what, const char *policy)
+{
+	TimestampTz real_now = GetCurrentTimestamp();
+	uint64		last = pg_atomic_read_u64(&rl_shmem->last_full_warning);
+
+	if (real_now - (TimestampTz) last < RL_FULL_WARNING_INTERVAL ||
+		!pg_atomic_compare_exchange_u64(&rl_shmem->last_full_warning, &last, (uint64) real_now))
+		return;
+	ereport(WARNING,
+			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+			 errmsg("the ratelimit shmem store is full: a new key of %s found no room", what),
+			 errdetail("ratelimit.shmem_full_policy = %s.  rl_counters counts these calls "
+					   "per zone in \"full\"; this warning is repeated at most every 10 seconds.",
+					   policy),
+			 errhint("Raise ratelimit.shmem_max_keys (now %d; a restart is needed).",
+					 rl_shmem_max_keys)));
+}
+
+/*
+ * A new key found no room in the shmem store: ratelimit.shmem_full_policy
+ * says what the call gets (allow: the decision for a new key, unstored).
+ */
+static void
+ShmemNoRoom(RlDecision *decision, const char *what)
+{
+	switch (rl_shmem_full_policy)
+	{
+		case RL_SHMEM_FULL_ALLOW:
+			WarnStoreFull(what, "allow: this call was decided as for a new key and its key is not limited");
+			break;
+		case RL_SHMEM_FULL_DENY:
+			decision->allowed = false;
+			decision->remaining = 0;
+			decision->retry_after_us = USECS_PER_SEC;
+			WarnStoreFull(what, "deny: this call was refused");
+			break;
+		case RL_SHMEM_FULL_ERROR:
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("the ratelimit shmem store has no room for a new key of %s", what),
+					 errdetail("The store holds ratelimit.shmem_max_keys = %d keys and none of them has recovered.",
+							   rl_shmem_max_keys),
+					 errhint("Raise ratelimit.shmem_max_keys (a restart is needed), or set "
+							 "ratelimit.shmem_full_policy to allow or deny.")));
+	}
+}
+
+static bool
+ShmemRemove(const RlStateKey *key, RlStateRow *removed)
+{
+	ShmemKey	skey;
+	ShmemSet   *set;
+	int			index;
+
+	uint32		set_index;
+	bool		existed = false;
+
+	/* The state of this store is not kept apart from its entry: nothing to report. */
+	if (removed != NULL)
+		memset(removed, 0, sizeof(*removed));
+	RequireShmem();
+	MakeShmemKey(key, KeyHash(key), &skey);
+	set_index = SetIndexOf(skey.hash_high, pg_atomic_read_u64(&rl_shmem->shape));
+	set = LockKeySet(skey.hash_high, &set_index);
+	index = FindInSet(set, &skey);
+	if (index >= 0)
+	{
+		RlFreeEntry(set, index);
+		existed = true;
+	}
+	else
+	{
+		WayRef	   *link = RlFindInChain(set_index, &skey);
+
+		if (link != NULL)
+		{
+			RlUnlinkForeign(link);
+			existed = true;
+		}
+	}
+	SpinLockRelease(&set->mutex);
+	return existed;
+}
+
+/*
+ * Visits this database's entries of a zone: removes them (relimit NULL) or
+ * gives them a new limit.  Returns how many it visited.
+ */
+static int64
+VisitZoneEntries(int32 zone_id, const RlZoneLimit *relimit)
+{
+	int64		visited = 0;
+	uint64		shape;
+	RlKeyLimit limit = {.is_bucket = false};
+
+	if (rl_shmem == NULL)
+		return 0;
+	if (relimit != NULL)
+		limit.zone = *relimit;
+	LWLockAcquire(rl_grow_lock, LW_SHARED);
+	shape = pg_atomic_read_u64(&rl_shmem->shape);
+	for (uint32 s = NextSetInUse(0, shape); s < rl_shmem->nsets; s = NextSetInUse(s + 1, shape))
+	{
+		ShmemSet   *set = SetAt(s);
+
+		SpinLockAcquire(&set->mutex);
+		for (int i = 0; i < RL_SHMEM_WAYS; i++)
+		{
+			ShmemEntry *entry = &set->entries[i];
+
+			if (!NativeTag(set->tags[i]) || entry->dbid != MyDatabaseId || entry->zone_id != zone_id)
+				continue;
+			if (relimit == NULL)
+				RlFreeEntry(set, i);
+			else
+				SetEntryLimit(entry, &limit);
+			visited++;
+		}
+		for (WayRef *link = &rl_overflow_heads[s]; *link != 0;)
+		{
+			ShmemEntry *entry = ForeignEntry(*link);
+
+			if (entry->dbid != MyDatabaseId || entry->zone_id != zone_id)
+				link = &entry->overflow_next;
+			else
+			{
+				visited++;
+				if (relimit == NULL)
+					RlUnlinkForeign(link);	/* *link is now the next one */
+				else
+				{
+					SetEntryLimit(entry, &limit);
+					link = &entry->overflow_next;
+				}
+			}
+		}
+		SpinLockRelease(&set->mutex);
+	}
+	LWLockRelease(rl_grow_lock);
+	return visited;
+}
+
+static void
+ShmemForgetZone(int32 zone_id)
+{
+	(void) VisitZoneEntries(zone_id, NULL);
+}
+
+static void
+ShmemRelimitZone(int32 zone_id, const RlZoneLimit *limit)
+{
+	(void) VisitZoneEntries(zone_id, limit);
+}
+
+/* One entry as a key scan shows it. */
+static void
+VisitEntry(const ShmemEntry *entry, RlShmemKeyVisitor visit, void *arg)
+{
+	RlShmemKeyInfo info;
+
+	memset(&info, 0, sizeof(info));
+	info.zone_id = entry->zone_id;
+	if (entry->key_len != RL_SHMEM_KEY_HASHED)
+	{
+		info.key = entry->key;
+		info.key_len = entry->key_len;
+	}
+	if (entry->limit_kind == RL_SHMEM_KIND_BUCKET)
+	{
+		info.limit.is_bucket = true;
+		info.limit.bucket = entry->limit.bucket;
+	}
+	else
+		info.limit.zone = RlEntryZoneLimit(entry);
+	EntryRow(entry, &info.state);
+	visit(&info, arg);
+}
+
+/*
+ * Copies each set's entries under its lock and shows them after it: no
+ * allocation (nor a visitor's work) under a spinlock.
+ */
+void
+RlShmemScanKeys(RlShmemKeyVisitor visit, void *arg)
+{
+	uint64		shape;
+
+	if (rl_shmem == NULL)
+		return;					/* not preloaded: no keys */
+	/* No split while scanning: a key moved to a later set would show twice. */
+	LWLockAcquire(rl_grow_lock, LW_SHARED);
+	shape = pg_atomic_read_u64(&rl_shmem->shape);
+	for (uint32 s = NextSetInUse(0, shape); s < rl_shmem->nsets; s = NextSetInUse(s + 1, shape))
+	{
+		ShmemSet   *set = SetAt(s);
+		ShmemEntry	copies[RL_SHMEM_WAYS];
+		int			count = 0;
+		uint32		chain_done = 0; /* entries of the chain already shown */
+		bool		chain_left;
+
+		/* The set's own keys first, then its chain, a bufferful at a time. */
+		SpinLockAcquire(&set->mutex);
+		for (int i = 0; i < RL_SHMEM_WAYS; i++)
+			if (NativeTag(set->tags[i]) && set->entries[i].dbid == MyDatabaseId)
+				copies[count++] = set->entries[i];
+		SpinLockRelease(&set->mutex);
+		do
+		{
+			uint32		position = 0;
+
+			for (int i = 0; i < count; i++)
+				VisitEntry(&copies[i], visit, arg);
+			count = 0;
+			chain_left = false;
+			SpinLockAcquire(&set->mutex);
+			for (WayRef ref = rl_overflow_heads[s]; ref != 0; ref = ForeignEntry(ref)->overflow_next)
+			{
+				if (position++ < chain_done)
+					continue;
+				if (count == RL_SHMEM_WAYS)
+				{
+					chain_left = true;
+					break;
+				}
+				chain_done++;
+				if (ForeignEntry(ref)->dbid == MyDatabaseId)
+					copies[count++] = *ForeignEntry(ref);
+			}
+			SpinLockRelease(&set->mutex);
+		} while (count > 0 || chain_left);
+	}
+	LWLockRelease(rl_grow_lock);
+}
+
+static RlStoreOutcome
+ShmemUpdate(RlStoreCall *call, RlDecideFn decide, void *arg)
+{
+	return ShmemDecide(call, decide, arg, false);
+}
+
+static void
+ShmemRead(RlStoreCall *call, RlDecideFn decide, void *arg)
+{
+	(void) ShmemDecide(call, decide, arg, true);
+}
+
+/* Nothing is cached per transaction: every decision is in shared memory already. */
+static void
+ShmemFlushZone(int32 zone_id)
+{
+}
+
+const RlStore RlShmemStore = {
+	.name = "shmem",
+	.writes_tables = false,
+	.locate = ShmemLocate,
+	.update = ShmemUpdate,
+	.read = ShmemRead,
+	.remove = ShmemRemove,
+	.write_part = NULL,
+	.remove_part = NULL,
+	.forget_zone = ShmemForgetZone,
+	.relimit_zone = ShmemRelimitZone,
+	.flush_zone = ShmemFlushZone,
+	.no_room = ShmemNoRoom,
+};

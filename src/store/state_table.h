@@ -1,0 +1,23 @@
+/*
+ * state_table.h -- ratelimit.state, the table store's table, looked up once
+ * per backend.
+ */
+#ifndef RL_STATE_TABLE_H
+#define RL_STATE_TABLE_H
+
+#include "postgres.h"
+
+typedef struct RlStateTable
+{
+	Oid			relid;
+	Oid			owner;
+	bool		is_heap;
+	bool		is_distributed; /* by Citus: rows live in shards */
+} RlStateTable;
+
+/* The table's OID and properties; 42P01 with a hint when it is missing. */
+extern const RlStateTable *RlGetStateTable(void);
+
+extern void RlStateTableInit(void);
+
+#endif							/* RL_STATE_TABLE_H */

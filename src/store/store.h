@@ -1,0 +1,159 @@
+/*
+ * store.h -- the one interface to where a key's state is kept.
+ *
+ * The decision layer (decision/decide.c) hands a store a key and an
+ * algorithm (a decide callback); the store runs the algorithm on the key's
+ * state and keeps the result, atomically with respect to concurrent calls.
+ * Three stores implement it:
+ *   - the table store on the planner-free path (row_direct.c),
+ *   - the table store through SPI (row_spi.c), for any table access method,
+ *     both behind the transaction's write-back cache (table_store.c);
+ *   - the shmem store (shmem_store.c), shared memory, not transactional.
+ * RlStoreOf picks one; nothing above this layer branches on the store.
+ */
+#ifndef RL_STORE_H
+#define RL_STORE_H
+
+#include "postgres.h"
+
+#include "utils/timestamp.h"
+
+#include "core/rl_core.h"
+
+/* Where a zone keeps its state. */
+typedef enum RlStoreKind
+{
+	RL_STORE_TABLE,
+	RL_STORE_SHMEM
+} RlStoreKind;
+
+/*
+ * Which row: a key's state in a zone (zone_id 0 is rl_token_bucket's ad-hoc
+ * buckets, -1 rl_gcra's), part 0 its head row; the exact sliding window
+ * keeps sealed chunks of its log in parts 1 and up.  The table's primary
+ * key is (key, zone_id, part): every row of a key shards with the key.
+ */
+typedef struct RlStateKey
+{
+	text	   *key;
+	int32		zone_id;
+	int32		part;
+} RlStateKey;
+
+#define RL_ZONE_ID_TOKEN_BUCKET 0
+#define RL_ZONE_ID_GCRA (-1)
+
+/* The stored state of one row; each algorithm gives the fields a meaning. */
+typedef struct RlStateRow
+{
+	int64		tokens;
+	double		fraction;
+	TimestampTz stamp;
+	int64		counter;
+	bytea	   *entries;		/* NULL when the column is NULL */
+	bool		refill_pending; /* cron refill: below capacity (false is stored as NULL) */
+} RlStateRow;
+
+/*
+ * How a decision reads other rows (parts) of its key.  Stores whose
+ * algorithms keep one row pass NULL.
+ */
+typedef struct RlStateAccess RlStateAccess;
+struct RlStateAccess
+{
+	/* Reads part of the key being decided; false when it has none. */
+	bool		(*read_part) (RlStateAccess *access, int32 part, RlStateRow *row);
+};
+
+/*
+ * Computes the new state from the prior one (NULL for a new key).  Returns
+ * whether *next must be stored.  May read parts through access; writes
+ * nothing (a decision can be computed again on a newer row).
+ */
+typedef bool (*RlDecideFn) (const RlStateRow *prior, RlStateRow *next, void *arg,
+							RlStateAccess *access);
+
+/* The limit a key is decided with: how the shmem store tells it is idle. */
+typedef struct RlKeyLimit
+{
+	bool		is_bucket;		/* rl_token_bucket's ad-hoc bucket */
+	RlZoneLimit zone;
+	RlTokenBucketLimit bucket;
+} RlKeyLimit;
+
+/* One decision's request to a store. */
+typedef struct RlStoreCall
+{
+	RlStateKey	key;
+	RlKeyLimit	limit;
+	TimestampTz now;
+	/*
+	 * decide reads parts: the head row is locked before it runs, since only
+	 * the holder of that lock changes them (else a concurrent change makes
+	 * decide run again).
+	 */
+	bool		lock_first;
+	/* Where locate found the key (the shmem store's hash and set). */
+	uint64		located_hash;
+	uint32		located_set;
+} RlStoreCall;
+
+typedef enum RlStoreOutcome
+{
+	RL_STORE_DECIDED,			/* decided, and stored if it changed */
+	RL_STORE_NO_ROOM			/* a new key found no room: decided, nothing stored */
+} RlStoreOutcome;
+
+typedef struct RlStore
+{
+	const char *name;
+
+	/* Writes go to tables (WAL): refused in a read-only transaction. */
+	bool		writes_tables;
+
+	/* Starts finding the key, as early as it is known; raises nothing. */
+	void		(*locate) (RlStoreCall *call);
+
+	/* Runs decide on the key's state and keeps what it returns. */
+	RlStoreOutcome (*update) (RlStoreCall *call, RlDecideFn decide, void *arg);
+
+	/* Runs decide on the key's state (this transaction's included); keeps nothing. */
+	void		(*read) (RlStoreCall *call, RlDecideFn decide, void *arg);
+
+	/*
+	 * Forgets the key's head row; *removed (when not NULL) gets its latest
+	 * state.  False when the key had no state.
+	 */
+	bool		(*remove) (const RlStateKey *key, RlStateRow *removed);
+
+	/*
+	 * Writes or deletes a part of a key whose head row the caller holds
+	 * locked.  NULL where no algorithm keeps parts.
+	 */
+	void		(*write_part) (const RlStateKey *key, const RlStateRow *row);
+	bool		(*remove_part) (const RlStateKey *key);
+
+	/* Forgets every key of a dropped zone (the table store: its cached copies). */
+	void		(*forget_zone) (int32 zone_id);
+
+	/* A zone's limit changed: its keys are judged under the new one. */
+	void		(*relimit_zone) (int32 zone_id, const RlZoneLimit *limit);
+
+	/*
+	 * Makes this transaction's cached changes of the zone visible to SQL
+	 * and re-reads them before their next use (rl_cron_refill).
+	 */
+	void		(*flush_zone) (int32 zone_id);
+
+	/*
+	 * What a call gets when update found no room for its new key
+	 * (ratelimit.shmem_full_policy); NULL for stores that never run out.
+	 * what names the zone or function in messages.
+	 */
+	void		(*no_room) (RlDecision *decision, const char *what);
+} RlStore;
+
+/* The store of that kind; the table store's path by ratelimit.table_access. */
+extern const RlStore *RlStoreOf(RlStoreKind kind);
+
+#endif							/* RL_STORE_H */
