@@ -48,10 +48,12 @@ else
 	RL_BUILD_PACKAGES=(make gcc g++ clang llvm)
 fi
 RL_BUILD_PACKAGES+=(postgresql-$RL_PG_VERSION postgresql-server-dev-$RL_PG_VERSION)
-# ... and what the test suites need besides (clang 14's libFuzzer runtime
-# for the fuzz test, on Debian 12 only).
+# ... and what the test suites need besides, on Debian 12 only (the other
+# majors' chroots run neither): clang 14's libFuzzer runtime for the fuzz
+# test; git and unzip for the release archive's test; psycopg and curl for
+# the examples' test (Node.js and npm come with the machine, not Debian).
 RL_TEST_TOOLS=()
-[ "$RL_PG_VERSION" != 15 ] || RL_TEST_TOOLS=(libclang-rt-14-dev)
+[ "$RL_PG_VERSION" != 15 ] || RL_TEST_TOOLS=(libclang-rt-14-dev git unzip python3-psycopg curl)
 RL_PACKAGES=(
 	"${RL_BUILD_PACKAGES[@]}" "${RL_TEST_TOOLS[@]}"
 	postgresql-$RL_PG_VERSION-cron postgresql-$RL_PG_VERSION-pgtap

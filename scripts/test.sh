@@ -31,6 +31,9 @@
 #   growth      test/load/shmem_growth.sh  the shmem store splitting through
 #                                    many levels under concurrent readers
 #                                    (own cluster, ~75 s)
+#   readme      test/readme/check.sh every ```sql block of README.md, in
+#                                    order, against its own cluster; the
+#                                    ```output blocks must match
 #   dist        test/dist/dist.sh    make dist: META.json, a source-only
 #                                    archive that builds and installs
 #   upgrade     test/upgrade/upgrade.sh  the last released version (git tag
@@ -258,6 +261,8 @@ echo "---- faults in the middle of calls (once)"
 run_tap_script "fault (audit)" "$RESULTS/fault-audit.log" bash test/fault/audit.sh
 echo "---- pg_cron refill mode, end to end (once)"
 run_tap_script "cron (pg_cron)" "$RESULTS/cron.log" bash test/cron/cron.sh
+echo "---- the README's SQL examples, as written (once, own cluster)"
+run_tap_script "readme examples" "$RESULTS/readme.log" bash test/readme/check.sh
 echo "---- sqlsmith over the SQL API (once, own cluster)"
 run_tap_script "fuzz (sqlsmith)" "$RESULTS/sqlsmith.log" bash test/fuzz/sqlsmith.sh
 echo "---- exact counts under concurrency: both stores, both access paths (once, own cluster)"
