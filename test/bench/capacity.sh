@@ -9,7 +9,7 @@
 # 'k' || i, 'a' || i, 'b' || i, 'c' || i and i::text for i in 0 .. 10000),
 # then times, in rounds that visit every cluster in turn,
 #   SELECT count(rl_token_bucket(i::text, 1000000, 60, 1)) FROM generate_series(1, 10000) i
-# against SPEC §5's loop SELECT count(hashtext(i::text)) ... in the same
+# against the speed target's loop SELECT count(hashtext(i::text)) ... in the same
 # session.  Every call is admitted (checked).  Also reports the shared memory
 # each store asked for (pg_shmem_allocations) and how much of the machine's
 # shared memory the cluster made resident (Shmem of /proc/meminfo before
@@ -134,7 +134,7 @@ print(f'- date: {datetime.datetime.utcnow():%Y-%m-%d %H:%M:%S} UTC; machine: {os
 print(f'- command: `{command}`')
 print()
 print('One throwaway cluster per `ratelimit.shmem_max_keys`, all running at once, each holding the same 50,005 keys on the shmem store (`rl_token_bucket` over `\'k\' || i`, `\'a\' || i`, `\'b\' || i`, `\'c\' || i` and `i::text`, i = 0 … 10000). '
-      f'Timed inside the server: `SELECT count(*) FILTER (WHERE rl_token_bucket(i::text, 1000000, 60, 1) >= 0) FROM generate_series(1, 10000) i` (every call admitted, checked) against SPEC §5\'s loop `SELECT count(hashtext(i::text)) FROM generate_series(1, 10000) i` in the same session; {rounds} rounds visiting the clusters in turn, 3 of each statement per visit; medians. '
+      f'Timed inside the server: `SELECT count(*) FILTER (WHERE rl_token_bucket(i::text, 1000000, 60, 1) >= 0) FROM generate_series(1, 10000) i` (every call admitted, checked) against the speed target\'s loop `SELECT count(hashtext(i::text)) FROM generate_series(1, 10000) i` in the same session; {rounds} rounds visiting the clusters in turn, 3 of each statement per visit; medians. '
       '*Resident*: how much `Shmem` in `/proc/meminfo` grew from before the cluster started to after its 50,005 keys were created (clusters one after another, before any timing): the shared memory the whole cluster made resident (shared_buffers is the default 128 MB, mostly untouched), against what the store asked for at start.')
 print()
 print('| shmem_max_keys | store asked for at start, MB | cluster resident with 50k keys, MB | `rl_token_bucket` µs/call | `hashtext(i::text)` µs/call | ratio |')

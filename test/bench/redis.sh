@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmark against Redis (SPEC §5: the shmem store's rl_token_bucket under
+# Benchmark against Redis (the speed target: the shmem store's rl_token_bucket under
 # pgbench -M prepared ≥ 0.85× SELECT 1 and ≥ a Redis + Lua token bucket at
 # the same client count).
 #
@@ -174,13 +174,13 @@ rl_log "rl_limit on sliding_window is not measured: $SW_ERROR"
 SHA=$(rcli -x SCRIPT LOAD <"$LUA")
 [[ $SHA =~ ^[0-9a-f]{40}$ ]] || rl_die "SCRIPT LOAD failed: $SHA"
 
-# The Lua bucket must follow the rule rl_token_bucket follows (SPEC §2.1,
+# The Lua bucket must follow the rule rl_token_bucket follows (the token bucket's rule,
 # the check run.sh makes of its baselines, slower: each redis-cli call adds
 # its start-up to the times): 5 tokens per 10 s, capacity 5; six calls at
 # one instant return 4, 3, 2, 1, 0, -1; calls 0.2, 0.4, 0.6 and 0.8 s later
 # are refused (fractions are kept, and a refusal takes nothing); one 2.2 s
 # after the first is admitted.
-rl_log "checking that the Lua bucket implements SPEC 2.1"
+rl_log "checking that the Lua bucket implements the token bucket's rule"
 lua_call() { echo "EVALSHA $SHA 1 sanity 5 10 1"; }
 got=$(
 	for _ in 1 2 3 4 5 6; do lua_call; done | rcli | paste -sd,
@@ -189,7 +189,7 @@ got=$(
 )
 got=$(paste -sd' ' <<<"$got")
 want="4,3,2,1,0,-1 -1 -1 -1 -1 0"
-[ "$got" = "$want" ] || rl_die "Lua bucket: SPEC 2.1 check: expected '$want', got '$got'"
+[ "$got" = "$want" ] || rl_die "Lua bucket: token bucket check: expected '$want', got '$got'"
 # ... and its refusal counter counts refusals.
 [ "$(rcli get bench:refused)" = 5 ] || rl_die "Lua bucket: the refusal counter did not count 5 refusals"
 rcli del sanity bench:refused >/dev/null
@@ -475,7 +475,7 @@ SELECT format('| %s | %s | %s | %s–%s | %s | %s | %s | %s |', v.label, a.clien
   JOIN bench.agg r ON r.clients = a.clients AND r.variant = 'redis'
  ORDER BY a.clients, v.ord;
 \echo ''
-\echo '| SPEC §5 target (shmem `rl_token_bucket`, pgbench `-M prepared`) | clients | this run | result |'
+\echo '| Target (shmem `rl_token_bucket`, pgbench `-M prepared`) | clients | this run | result |'
 \echo '| --- | ---: | ---: | --- |'
 SELECT format('| %s | %s | %s× (%s vs %s tps) | %s |', t.what, m.clients, to_char(m.tps / o.tps, 'FM990.00'),
               round(m.tps), round(o.tps), CASE WHEN m.tps >= t.factor * o.tps THEN 'met' ELSE '**missed**' END)
@@ -505,7 +505,7 @@ SQL
 	     "and on the shmem store (\`PGOPTIONS='-c ratelimit.default_store=shmem'\`); \`SELECT allowed FROM" \
 	     "rl_limit('bench_shmem_<algorithm>', 'k' || :k)\` on \`rl_zone_set('bench_shmem_<algorithm>', '<algorithm>', $LIMIT," \
 	     "'$PERIOD seconds', store => 'shmem')\`. Redis: the Lua bucket [\`redis_token_bucket.lua\`](redis_token_bucket.lua)" \
-	     "(TIME, HMGET, HSET, PEXPIRE; it passes run.sh's SPEC §2.1 check), by SCRIPT LOAD and" \
+	     "(TIME, HMGET, HSET, PEXPIRE; it passes run.sh's token bucket check), by SCRIPT LOAD and" \
 	     "\`redis-benchmark -c N -r $KEYS --csv EVALSHA <sha> 1 k:__rand_int__ $LIMIT $PERIOD 1\`, asking for the requests" \
 	     "the last run at N clients made in $REDIS_BENCH_SECONDS s (it has no time limit). $REDIS_BENCH_ROUNDS rounds, interleaved" \
 	     "(round 1 of every variant at every client count, then round 2 …), each run $REDIS_BENCH_SECONDS s; tps: all calls" \

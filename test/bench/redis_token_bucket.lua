@@ -1,6 +1,6 @@
 -- The token bucket people run in Redis instead of a database call, measured
 -- against rl_token_bucket by test/bench/redis.sh.  Same rule as
--- rl_token_bucket (SPEC §2.1): a new key finds a full bucket, tokens refill
+-- rl_token_bucket: a new key finds a full bucket, tokens refill
 -- continuously (fractions kept), a refused call takes nothing and leaves the
 -- refill alone.
 --
