@@ -24,6 +24,7 @@
 #include "utils/timestamp.h"
 
 #include "base/clock.h"
+#include "base/pg_compat.h"
 #include "base/spi_exec.h"
 #include "core/rl_core.h"
 #include "decision/zone.h"

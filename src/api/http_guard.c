@@ -12,6 +12,7 @@
 #include "utils/inet.h"
 
 #include "base/args.h"
+#include "base/pg_compat.h"
 #include "base/settings.h"
 #include "core/client_address.h"
 

@@ -6,6 +6,7 @@
 #include "mb/pg_wchar.h"
 
 #include "base/args.h"
+#include "base/pg_compat.h"
 
 void
 RlRequireNotNull(FunctionCallInfo fcinfo, int argno, const char *argname)

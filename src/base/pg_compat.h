@@ -17,6 +17,8 @@
 
 #if PG_VERSION_NUM >= 160000
 #include "parser/parse_relation.h"
+/* The varlena macros (VARDATA, VARSIZE, ...): postgres.h's up to 15. */
+#include "varatt.h"
 #endif
 
 /*

@@ -7,6 +7,7 @@
 #include "postgres.h"
 
 #include "base/args.h"
+#include "base/pg_compat.h"
 #include "decision/algorithms.h"
 
 bool

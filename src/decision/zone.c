@@ -19,6 +19,7 @@
 
 #include "base/args.h"
 #include "base/clock.h"
+#include "base/pg_compat.h"
 #include "base/spi_exec.h"
 #include "decision/zone.h"
 

@@ -13,6 +13,7 @@
 #include "storage/shmem.h"
 
 #include "base/counters.h"
+#include "base/pg_compat.h"
 #include "base/settings.h"
 #include "store/shmem_layout.h"
 #include "store/shmem_store.h"

@@ -22,6 +22,7 @@
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 
+#include "base/pg_compat.h"
 #include "store/table_cache.h"
 
 /* Above this many entries a cache is dropped whole rather than emptied. */
