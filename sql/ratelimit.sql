@@ -3,7 +3,9 @@
 -- The ratelimit extension: rate limiting as one SQL call.
 --
 -- This file is the whole install script (the build copies it to
--- ratelimit--<version>.sql).  In order:
+-- ratelimit--<version>.sql); it is one file of over a thousand lines
+-- because CREATE EXTENSION runs one script, and the schema reads best where
+-- it is defined in one piece.  In order:
 --
 --   1. The internal schema ratelimit and the tables: state (every key's
 --      state), zone (the named policies) and history.
