@@ -76,7 +76,16 @@ RlLocate(RlCall *call)
 
 	if (store->locate != NULL)
 		store->locate(&call->request);
-	call->located = true;
+	call->located_in = store;
+}
+
+/* The call's store, told the key: the store is chosen once per call. */
+static const RlStore *
+LocatedStore(RlCall *call)
+{
+	if (call->located_in == NULL)
+		RlLocate(call);
+	return call->located_in;
 }
 
 static bool
@@ -165,11 +174,9 @@ ApplyShadow(RlCall *call)
 void
 RlTake(RlCall *call, const char *function)
 {
-	const RlStore *store = RlStoreOf(call->store);
+	const RlStore *store = LocatedStore(call);
 	RlDecideFn	algorithm;
 
-	if (!call->located)
-		RlLocate(call);
 	RequireWritable(call, store, function);
 	algorithm = AlgorithmOf(call);
 	call->request.now = RlNow();
@@ -186,11 +193,9 @@ RlTake(RlCall *call, const char *function)
 void
 RlPeek(RlCall *call)
 {
-	const RlStore *store = RlStoreOf(call->store);
+	const RlStore *store = LocatedStore(call);
 	RlDecideFn	algorithm;
 
-	if (!call->located)
-		RlLocate(call);
 	algorithm = AlgorithmOf(call);
 	call->request.now = RlNow();
 	store->read(&call->request, algorithm, call);

@@ -20,7 +20,7 @@ typedef struct RlCall
 	int64		cost;
 	bool		history;		/* record the call in ratelimit.history */
 	bool		shadow;			/* decide and count, refuse nothing */
-	bool		located;		/* the store was told the key (RlLocate) */
+	const RlStore *located_in;	/* the store told the key (RlLocate); NULL: not yet */
 
 	/* the outcome */
 	RlDecision	decision;		/* allowed is true in shadow mode */

@@ -320,9 +320,8 @@ ShmemRemove(const RlStateKey *key, RlStateRow *removed)
 	uint32		set_index;
 	bool		existed = false;
 
-	/* The state of this store is not kept apart from its entry: nothing to report. */
-	if (removed != NULL)
-		memset(removed, 0, sizeof(*removed));
+	/* A removed head row is read only for parts, which no shmem key has. */
+	memset(removed, 0, sizeof(*removed));
 	RequireShmem();
 	MakeShmemKey(key, KeyHash(key), &skey);
 	set_index = SetIndexOf(skey.hash_high, pg_atomic_read_u64(&rl_shmem->shape));

@@ -111,7 +111,10 @@ typedef struct RlStore
 	/* Writes go to tables (WAL): refused in a read-only transaction. */
 	bool		writes_tables;
 
-	/* Starts finding the key, as early as it is known; raises nothing. */
+	/*
+	 * Starts finding the key, as early as it is known; raises nothing.
+	 * NULL where there is nothing to start.
+	 */
 	void		(*locate) (RlStoreCall *call);
 
 	/* Runs decide on the key's state and keeps what it returns. */
@@ -121,8 +124,8 @@ typedef struct RlStore
 	void		(*read) (RlStoreCall *call, RlDecideFn decide, void *arg);
 
 	/*
-	 * Forgets the key's head row; *removed (when not NULL) gets its latest
-	 * state.  False when the key had no state.
+	 * Forgets the key's head row; *removed gets its latest state.  False
+	 * when the key had no state.
 	 */
 	bool		(*remove) (const RlStateKey *key, RlStateRow *removed);
 

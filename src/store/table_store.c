@@ -185,11 +185,8 @@ TableRemove(const RlRowOps *rows, const RlStateKey *key, RlStateRow *removed)
 {
 	CachedState *entry = RlCacheFind(key);
 	void	   *handle = rows->begin();
-	RlStateRow	last;
 	bool		existed;
 
-	if (removed == NULL)
-		removed = &last;
 	if (entry != NULL)
 	{
 		RlCacheForget(entry, removed);
