@@ -85,9 +85,9 @@ COMMENT ON TABLE ratelimit.state IS
 
 -- Zones: the named policies.  A logged table: policies survive crashes, and
 -- pg_dump keeps them (they are the extension's configuration; the state is
--- not).  A zone whose algorithm, store or refill mode changes gets a new
--- zone_id from the sequence (rl_zone_set), so that no session mistakes the
--- old state for the new.
+-- not).  A zone whose state starts afresh (rl_zone_set's reset) gets a new
+-- zone_id from the sequence, so that no session mistakes the old state for
+-- the new; ratelimit.retired_zone_id keeps the old id's name.
 CREATE SEQUENCE ratelimit.zone_id_seq AS int MINVALUE 1;
 CREATE TABLE ratelimit.zone (
     zone_id     int NOT NULL DEFAULT nextval('ratelimit.zone_id_seq') PRIMARY KEY,
@@ -96,7 +96,9 @@ CREATE TABLE ratelimit.zone (
     algorithm   text NOT NULL
                 CHECK (algorithm IN ('token_bucket', 'gcra', 'sliding_window',
                                      'sliding_window_counter', 'fixed_window')),
-    rate        bigint NOT NULL CHECK (rate > 0),
+    -- requests per period; a fraction for token_bucket and gcra (5.5 per
+    -- second is counted as 11 per 2 seconds)
+    rate        numeric NOT NULL CHECK (rate > 0),
     period      interval NOT NULL CHECK (period > interval '0'),
     burst       bigint CHECK (burst > 0),
     -- shmem: the keys live in shared memory (needs ratelimit in
@@ -119,6 +121,16 @@ COMMENT ON COLUMN ratelimit.zone.refill_tick IS
     'Time between two runs of the zone''s refill job (set by rl_cron_enable); NULL: no job';
 SELECT pg_catalog.pg_extension_config_dump('ratelimit.zone', '');
 SELECT pg_catalog.pg_extension_config_dump('ratelimit.zone_id_seq', '');
+
+-- The names of zone ids no longer in use (a reset zone's old id, a dropped
+-- zone's): rl_counters counts by zone name, and the shared-memory counters
+-- of the server's lifetime are kept per id.  Not dumped: the counters start
+-- afresh with the server.
+CREATE TABLE ratelimit.retired_zone_id (
+    zone_id     int PRIMARY KEY,
+    zone        text COLLATE "C" NOT NULL,
+    retired_at  timestamptz NOT NULL DEFAULT now()
+);
 
 -- Every request of a zone with history on: durable, so logged.  txn_id is
 -- the deciding transaction's id (rl_result.txn_id), to find its requests.
@@ -178,7 +190,8 @@ CREATE TRIGGER zone_truncated
     FOR EACH STATEMENT EXECUTE FUNCTION ratelimit.zone_changed();
 
 -- Checks a definition with the algorithms' own rules (precise SQLSTATEs).
-CREATE FUNCTION ratelimit.check_zone(algorithm text, rate bigint, period interval, burst bigint, store text)
+-- A shmem zone needs ratelimit preloaded: refused here, not at its first call.
+CREATE FUNCTION ratelimit.check_zone(algorithm text, rate numeric, period interval, burst bigint, store text)
 RETURNS void
 AS 'MODULE_PATHNAME', 'rl_check_zone'
 LANGUAGE C;
@@ -192,19 +205,25 @@ LANGUAGE C STRICT;
 
 -- Zones are changed only through these two SECURITY DEFINER functions,
 -- which check the definition and keep the zone's state consistent with it.
--- Altering a zone keeps its keys' state under the new limit, unless its
--- algorithm, store or refill mode changes (their state cannot be read the
--- new way): then the zone starts afresh under a new zone_id.
+--
+-- rl_zone_set creates a zone, or changes the options a call names and keeps
+-- the others (a new zone takes the defaults: burst = rate, store 'table',
+-- history and shadow off, refill 'inline').  Keys keep their state under a
+-- new rate, burst, period, history or shadow setting.  Another algorithm,
+-- store or refill mode cannot read the old state: such a change is refused
+-- unless the call passes reset => true, which starts the zone afresh (also
+-- with nothing else changed).  Never a silent reset.
 CREATE FUNCTION rl_zone_set(
     zone      text,
-    algorithm text,
-    rate      bigint,
-    period    interval,
+    algorithm text DEFAULT NULL,
+    rate      numeric DEFAULT NULL,
+    period    interval DEFAULT NULL,
     burst     bigint DEFAULT NULL,
-    store     text DEFAULT 'table',
-    history   boolean DEFAULT false,
-    refill    text DEFAULT 'inline',
-    shadow    boolean DEFAULT false)
+    store     text DEFAULT NULL,
+    history   boolean DEFAULT NULL,
+    refill    text DEFAULT NULL,
+    shadow    boolean DEFAULT NULL,
+    reset     boolean DEFAULT false)
 RETURNS void
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -212,7 +231,10 @@ SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
     existing ratelimit.zone;
+    wanted ratelimit.zone;
+    changes text[] := '{}';
     fresh boolean;
+    name_shown text := left(zone, 128) || CASE WHEN length(zone) > 128 THEN '...' ELSE '' END;
 BEGIN
     IF zone IS NULL OR zone = '' THEN
         RAISE EXCEPTION 'zone must not be null or empty' USING ERRCODE = CASE WHEN zone IS NULL THEN '22004' ELSE '22023' END;
@@ -221,71 +243,124 @@ BEGIN
         RAISE EXCEPTION 'zone name is too long' USING ERRCODE = '22001',
             DETAIL = format('The name is %s bytes; the limit is 128.', octet_length(zone));
     END IF;
-    PERFORM ratelimit.check_zone(algorithm, rate, period, burst, store);
-    IF history IS NULL THEN
-        RAISE EXCEPTION 'history must not be null' USING ERRCODE = '22004';
-    END IF;
-    IF shadow IS NULL THEN
-        RAISE EXCEPTION 'shadow must not be null' USING ERRCODE = '22004';
-    END IF;
-    IF refill IS NULL THEN
-        RAISE EXCEPTION 'refill must not be null' USING ERRCODE = '22004';
-    END IF;
-    IF refill NOT IN ('inline', 'cron') THEN
-        RAISE EXCEPTION 'unknown refill mode "%"', left(refill, 128) || CASE WHEN length(refill) > 128 THEN '...' ELSE '' END USING ERRCODE = '22023',
-            HINT = 'The refill modes are inline (at each call) and cron (by a pg_cron job).';
-    END IF;
-    IF refill = 'cron' AND algorithm <> 'token_bucket' THEN
-        RAISE EXCEPTION 'refill => ''cron'' needs a token_bucket zone, not %', left(algorithm, 128) || CASE WHEN length(algorithm) > 128 THEN '...' ELSE '' END
-            USING ERRCODE = '0A000';
-    END IF;
-    IF refill = 'cron' AND store <> 'table' THEN
-        RAISE EXCEPTION 'refill => ''cron'' needs the table store' USING ERRCODE = '0A000',
-            DETAIL = 'The refill job is one UPDATE of ratelimit.state.';
+    IF reset IS NULL THEN
+        RAISE EXCEPTION 'reset must not be null' USING ERRCODE = '22004';
     END IF;
 
     SELECT * INTO existing FROM ratelimit.zone z WHERE z.zone = rl_zone_set.zone FOR UPDATE;
     IF NOT FOUND THEN
+        IF algorithm IS NULL OR rate IS NULL OR period IS NULL THEN
+            RAISE EXCEPTION 'a new zone needs an algorithm, a rate and a period' USING ERRCODE = '22004',
+                DETAIL = format('Zone "%s" does not exist yet; %s missing.', name_shown,
+                                array_to_string(ARRAY[CASE WHEN algorithm IS NULL THEN 'algorithm' END,
+                                                      CASE WHEN rate IS NULL THEN 'rate' END,
+                                                      CASE WHEN period IS NULL THEN 'period' END], ', ')
+                                || CASE WHEN num_nulls(algorithm, rate, period) > 1 THEN ' are' ELSE ' is' END),
+                HINT = format('SELECT rl_zone_set(%L, ''token_bucket'', 10, ''1 minute'');', zone);
+        END IF;
+        existing.algorithm := algorithm;
+        existing.burst := NULL;
+        existing.store := 'table';
+        existing.history := false;
+        existing.refill := 'inline';
+        existing.shadow := false;
+    END IF;
+
+    -- What the zone becomes: each option named, else its current value.
+    wanted := existing;
+    wanted.algorithm := coalesce(algorithm, existing.algorithm);
+    wanted.rate := coalesce(rate, existing.rate);
+    wanted.period := coalesce(period, existing.period);
+    wanted.store := coalesce(store, existing.store);
+    wanted.history := coalesce(history, existing.history);
+    wanted.refill := coalesce(refill, existing.refill);
+    wanted.shadow := coalesce(shadow, existing.shadow);
+    -- A burst is kept while the algorithm has one (token_bucket, gcra).
+    wanted.burst := CASE WHEN burst IS NOT NULL THEN burst
+                         WHEN wanted.algorithm IN ('token_bucket', 'gcra') THEN existing.burst END;
+
+    PERFORM ratelimit.check_zone(wanted.algorithm, wanted.rate, wanted.period, wanted.burst, wanted.store);
+    IF wanted.refill NOT IN ('inline', 'cron') THEN
+        RAISE EXCEPTION 'unknown refill mode "%"', left(wanted.refill, 128) || CASE WHEN length(wanted.refill) > 128 THEN '...' ELSE '' END USING ERRCODE = '22023',
+            HINT = 'The refill modes are inline (at each call) and cron (by a pg_cron job).';
+    END IF;
+    IF wanted.refill = 'cron' THEN
+        IF wanted.algorithm <> 'token_bucket' THEN
+            RAISE EXCEPTION 'refill => ''cron'' needs a token_bucket zone, not %', left(wanted.algorithm, 128) || CASE WHEN length(wanted.algorithm) > 128 THEN '...' ELSE '' END
+                USING ERRCODE = '0A000';
+        END IF;
+        IF wanted.store <> 'table' THEN
+            RAISE EXCEPTION 'refill => ''cron'' needs the table store' USING ERRCODE = '0A000',
+                DETAIL = 'The refill job is one UPDATE of ratelimit.state.';
+        END IF;
+        IF wanted.rate <> trunc(wanted.rate) THEN
+            RAISE EXCEPTION 'refill => ''cron'' needs a whole rate' USING ERRCODE = '0A000',
+                DETAIL = format('rate is %s; the refill job adds whole tokens per tick.', wanted.rate);
+        END IF;
+        -- Where the job could never run, no call would ever refill.
+        IF existing.zone_id IS NULL OR existing.refill <> 'cron' THEN
+            PERFORM ratelimit.pg_cron_version();
+        END IF;
+    END IF;
+
+    IF existing.zone_id IS NULL THEN
         INSERT INTO ratelimit.zone (zone, algorithm, rate, period, burst, store, history, refill, shadow)
-        VALUES (rl_zone_set.zone, rl_zone_set.algorithm, rl_zone_set.rate, rl_zone_set.period,
-                rl_zone_set.burst, rl_zone_set.store, rl_zone_set.history, rl_zone_set.refill,
-                rl_zone_set.shadow);
-    ELSE
-        fresh := existing.algorithm IS DISTINCT FROM rl_zone_set.algorithm
-                 OR existing.store IS DISTINCT FROM rl_zone_set.store
-                 OR existing.refill IS DISTINCT FROM rl_zone_set.refill;
-        -- Another algorithm, store or refill mode cannot read the old
-        -- state: start afresh under a new id, so no session can mistake old
-        -- rows for new ones.  Otherwise (shadow too) existing keys keep
-        -- their state under the new limit.
-        IF fresh THEN
-            PERFORM ratelimit.forget_zone_state(existing.zone_id);
-            DELETE FROM ratelimit.state s WHERE s.zone_id = existing.zone_id;
-            IF existing.refill = 'cron' THEN
-                PERFORM ratelimit.unschedule_refill(existing.zone);
-            END IF;
+        VALUES (rl_zone_set.zone, wanted.algorithm, wanted.rate, wanted.period, wanted.burst,
+                wanted.store, wanted.history, wanted.refill, wanted.shadow);
+        RETURN;
+    END IF;
+
+    IF wanted.algorithm IS DISTINCT FROM existing.algorithm THEN
+        changes := changes || format('algorithm %s to %s', existing.algorithm, wanted.algorithm);
+    END IF;
+    IF wanted.store IS DISTINCT FROM existing.store THEN
+        changes := changes || format('store %s to %s', existing.store, wanted.store);
+    END IF;
+    IF wanted.refill IS DISTINCT FROM existing.refill THEN
+        changes := changes || format('refill %s to %s', existing.refill, wanted.refill);
+    END IF;
+    IF cardinality(changes) > 0 AND NOT reset THEN
+        RAISE EXCEPTION 'changing the % of zone "%" would reset the state of its keys',
+            CASE WHEN cardinality(changes) > 1 THEN 'algorithm, store or refill mode'
+                 ELSE split_part(changes[1], ' ', 1) || CASE WHEN changes[1] LIKE 'refill%' THEN ' mode' ELSE '' END END,
+            name_shown
+            USING ERRCODE = '55000',
+                  DETAIL = format('The change: %s.  Its keys'' state cannot be read the new way: every key would start afresh.',
+                                  array_to_string(changes, ', ')),
+                  HINT = 'Pass reset => true to accept that, or define a zone of another name.';
+    END IF;
+    fresh := reset;
+    IF fresh THEN
+        -- Start afresh under a new id, so that no session can mistake old
+        -- rows for new ones; the old id's counters keep the zone's name.
+        PERFORM ratelimit.forget_zone_state(existing.zone_id);
+        DELETE FROM ratelimit.state s WHERE s.zone_id = existing.zone_id;
+        INSERT INTO ratelimit.retired_zone_id (zone_id, zone) VALUES (existing.zone_id, existing.zone);
+        IF existing.refill = 'cron' THEN
+            PERFORM ratelimit.unschedule_refill(existing.zone);
         END IF;
-        UPDATE ratelimit.zone z
-        SET zone_id = CASE WHEN fresh THEN nextval('ratelimit.zone_id_seq')::int ELSE z.zone_id END,
-            algorithm = rl_zone_set.algorithm, store = rl_zone_set.store,
-            rate = rl_zone_set.rate, period = rl_zone_set.period, burst = rl_zone_set.burst,
-            history = rl_zone_set.history, refill = rl_zone_set.refill,
-            refill_tick = CASE WHEN fresh THEN NULL ELSE z.refill_tick END,
-            shadow = rl_zone_set.shadow,
-            updated_at = now()
-        WHERE z.zone_id = existing.zone_id;
-        -- A cron zone whose capacity grew: its full buckets are below the
-        -- new capacity, and the refill job must visit them again.
-        IF NOT fresh AND rl_zone_set.refill = 'cron' THEN
-            UPDATE ratelimit.state s SET refill_pending = true
-            WHERE s.zone_id = existing.zone_id AND s.refill_pending IS NULL
-              AND s.tokens < coalesce(rl_zone_set.burst, rl_zone_set.rate);
-        END IF;
+        wanted.zone_id := nextval('ratelimit.zone_id_seq')::int;
+        wanted.refill_tick := NULL;
+    END IF;
+    -- The new id is a constant here, not nextval() inside the UPDATE (a
+    -- distributed table, Citus, refuses volatile functions there).
+    UPDATE ratelimit.zone z
+    SET zone_id = wanted.zone_id, algorithm = wanted.algorithm, store = wanted.store,
+        rate = wanted.rate, period = wanted.period, burst = wanted.burst,
+        history = wanted.history, refill = wanted.refill, refill_tick = wanted.refill_tick,
+        shadow = wanted.shadow, updated_at = now()
+    WHERE z.zone_id = existing.zone_id;
+    -- A cron zone whose capacity grew: its full buckets are below the new
+    -- capacity, and the refill job must visit them again.
+    IF NOT fresh AND wanted.refill = 'cron' THEN
+        UPDATE ratelimit.state s SET refill_pending = true
+        WHERE s.zone_id = existing.zone_id AND s.refill_pending IS NULL
+          AND s.tokens < coalesce(wanted.burst, wanted.rate);
     END IF;
 END
 $fn$;
-COMMENT ON FUNCTION rl_zone_set(text, text, bigint, interval, bigint, text, boolean, text, boolean) IS
-    'Creates or alters a rate-limit zone: rate requests per period with the given algorithm';
+COMMENT ON FUNCTION rl_zone_set(text, text, numeric, interval, bigint, text, boolean, text, boolean, boolean) IS
+    'Creates a rate-limit zone (rate requests per period with the given algorithm), or changes the options named and keeps the rest; reset => true accepts starting the zone''s keys afresh';
 
 -- Dropping a zone drops its state and its refill job with it.
 CREATE FUNCTION rl_zone_drop(zone text, if_exists boolean DEFAULT false)
@@ -310,14 +385,18 @@ BEGIN
     END IF;
     PERFORM ratelimit.forget_zone_state(dropped);
     DELETE FROM ratelimit.state s WHERE s.zone_id = dropped;
+    INSERT INTO ratelimit.retired_zone_id (zone_id, zone) VALUES (dropped, rl_zone_drop.zone);
     PERFORM ratelimit.unschedule_refill(zone);
 END
 $fn$;
 COMMENT ON FUNCTION rl_zone_drop(text, boolean) IS 'Drops a rate-limit zone and its state';
 
 -- What every call on a zone returns.  would_allow is what the zone's limit
--- decided; allowed differs from it only in shadow mode.  The C code builds
--- it by position: keep the order of the attributes.
+-- decided; allowed differs from it only in shadow mode.  zone, rate and
+-- period are the deciding zone's (what the RateLimit headers name).
+-- retry_after is NULL when allowed, and (as reset_after) when no time can
+-- be promised: a cron zone that no job refills.  The C code builds it by
+-- position: keep the order of the attributes.
 CREATE TYPE rl_result AS (
     allowed     boolean,
     capacity    bigint,
@@ -325,10 +404,13 @@ CREATE TYPE rl_result AS (
     retry_after interval,
     reset_after interval,
     txn_id      bigint,
-    would_allow boolean
+    would_allow boolean,
+    zone        text,
+    rate        numeric,
+    period      interval
 );
 COMMENT ON TYPE rl_result IS
-    'A rate-limit decision: allowed, capacity, what remains, when to retry (refused only), when the key is full again, the history transaction id, and what the limit decided (would_allow; allowed is true in shadow mode)';
+    'A rate-limit decision: allowed, capacity, what remains, when to retry (refused only), when the key is full again, the history transaction id, what the limit decided (would_allow; allowed is true in shadow mode), and the deciding zone with its rate per period';
 
 -- The calls on a zone.  Not STRICT: a NULL argument is an error (22004),
 -- not a silent NULL.
@@ -358,6 +440,26 @@ AS 'MODULE_PATHNAME', 'rl_reset'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION rl_reset(text, text) IS 'Forgets a key''s state in a zone; true when it had some';
 
+-- Several limits, one decision: admitted only if every zone admits, and
+-- when one refuses none is charged.  The result is the most restrictive
+-- zone's: of the refusing zones the longest wait, else the fewest left.
+CREATE FUNCTION rl_limit(zones text[], key text, cost int DEFAULT 1)
+RETURNS rl_result
+AS 'MODULE_PATHNAME', 'rl_limit_zones'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION rl_limit(text[], text, int) IS
+    'One call of cost on key against several zones: admitted only if every zone admits; when one refuses, none is charged';
+
+-- Gives back cost the key was charged ("don't count failed requests"),
+-- never beyond a full allowance.  Returns what rl_peek(zone, key, 0) sees
+-- afterwards.
+CREATE FUNCTION rl_refund(zone text, key text, cost int DEFAULT 1)
+RETURNS rl_result
+AS 'MODULE_PATHNAME', 'rl_refund'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION rl_refund(text, text, int) IS
+    'Gives cost back to key in zone (never above its capacity); returns what the key has afterwards';
+
 -- redis-cell's CL.THROTTLE without a zone: the limit comes with the call,
 -- and the state lives in zone -1 of ratelimit.state.
 CREATE FUNCTION rl_gcra(key text, max_burst int, count int, period float8, quantity int DEFAULT 1)
@@ -367,35 +469,79 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION rl_gcra(text, int, int, float8, int) IS
     'redis-cell''s CL.THROTTLE key max_burst count period quantity; capacity is max_burst + 1';
 
--- The standard response headers: RateLimit-Limit, -Remaining, -Reset (whole
--- seconds, rounded up) and, when refused, Retry-After.  Reads no state:
--- PUBLIC may execute it.  It refuses values no rate-limit function returns
--- (a negative count or time, more remaining than the capacity): headers
--- built from them would tell a client something false.
-CREATE FUNCTION rl_headers(result rl_result)
+-- The response headers of the IETF draft (draft-ietf-httpapi-ratelimit-
+-- headers-09 and -10):
+--   RateLimit-Policy: "<zone>";q=<quota>;w=<window in seconds>
+--   RateLimit: "<zone>";r=<remaining>;t=<seconds until the key is full again>
+-- and, when refused, Retry-After (seconds).  q and w are whole numbers: a
+-- zone of 5.5 per second is q=11;w=2, of 10 per 500 ms q=20;w=1.  Seconds
+-- are rounded up.  legacy => true adds draft-06's RateLimit-Limit (the
+-- capacity), RateLimit-Remaining and RateLimit-Reset, which older clients
+-- read.  Reads no state: PUBLIC may execute it.  It refuses values no
+-- rate-limit function returns (a negative count or time, more remaining
+-- than the capacity): headers built from them would tell a client
+-- something false.
+CREATE FUNCTION rl_headers(result rl_result, legacy boolean DEFAULT false)
 RETURNS jsonb
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $fn$
+DECLARE
+    policy_name text;
+    period_us numeric;
+    multiplier numeric;
+    rate_denominator numeric;
+    headers jsonb;
 BEGIN
     IF result.capacity < 0 OR result.remaining < 0 OR result.remaining > result.capacity
-       OR result.reset_after < interval '0' OR result.retry_after < interval '0' THEN
+       OR result.reset_after < interval '0' OR result.retry_after < interval '0'
+       OR result.rate <= 0 OR result.period <= interval '0' THEN
         RAISE EXCEPTION 'rl_headers() got an impossible rate-limit result'
             USING ERRCODE = '22023',
-                  DETAIL = format('capacity %s, remaining %s, reset_after %s, retry_after %s: '
-                                  'counts and times are never negative, and remaining is at most the capacity.',
-                                  result.capacity, result.remaining, result.reset_after, result.retry_after);
+                  DETAIL = format('capacity %s, remaining %s, reset_after %s, retry_after %s, rate %s, period %s: '
+                                  'counts and times are never negative, remaining is at most the capacity, '
+                                  'and a rate and its period are positive.',
+                                  result.capacity, result.remaining, result.reset_after, result.retry_after,
+                                  result.rate, result.period);
     END IF;
-    RETURN jsonb_strip_nulls(jsonb_build_object(
-        'RateLimit-Limit', result.capacity::text,
-        'RateLimit-Remaining', result.remaining::text,
-        'RateLimit-Reset', ceil(extract(epoch FROM result.reset_after))::bigint::text,
+    -- A structured-field string holds printable ASCII; \ and " are escaped,
+    -- other bytes (and %) percent-encoded, so that every name stays itself.
+    SELECT '"' || coalesce(string_agg(
+               CASE WHEN b BETWEEN 32 AND 126 AND b <> 37 THEN
+                        CASE WHEN b IN (34, 92) THEN '\' ELSE '' END || chr(b)
+                    ELSE '%' || upper(lpad(to_hex(b), 2, '0')) END, '' ORDER BY i), '') || '"'
+    INTO policy_name
+    FROM (SELECT i, get_byte(convert_to(coalesce(result.zone, 'default'), 'UTF8'), i) AS b
+          FROM generate_series(0, octet_length(convert_to(coalesce(result.zone, 'default'), 'UTF8')) - 1) AS i) bytes;
+    -- The smallest multiple of the period in whole seconds over which the
+    -- rate is a whole number of requests.
+    IF result.rate IS NOT NULL AND result.period IS NOT NULL THEN
+        period_us := ratelimit.period_micros(result.period);
+        rate_denominator := power(10::numeric, scale(result.rate))
+                            / gcd(result.rate * power(10::numeric, scale(result.rate)),
+                                  power(10::numeric, scale(result.rate)));
+        multiplier := 1000000 / gcd(period_us, 1000000);
+        multiplier := multiplier * rate_denominator / gcd(multiplier, rate_denominator);
+    END IF;
+    headers := jsonb_build_object(
+        'RateLimit-Policy', CASE WHEN multiplier IS NOT NULL THEN
+            policy_name || ';q=' || trunc(result.rate * multiplier)::text
+                        || ';w=' || trunc(period_us * multiplier / 1000000)::text END,
+        'RateLimit', policy_name || ';r=' || result.remaining::text
+                     || ';t=' || ceil(extract(epoch FROM result.reset_after))::bigint::text,
         'Retry-After', CASE WHEN NOT result.allowed
-                            THEN ceil(extract(epoch FROM result.retry_after))::bigint::text END));
+                            THEN ceil(extract(epoch FROM result.retry_after))::bigint::text END);
+    IF legacy THEN
+        headers := headers || jsonb_build_object(
+            'RateLimit-Limit', result.capacity::text,
+            'RateLimit-Remaining', result.remaining::text,
+            'RateLimit-Reset', ceil(extract(epoch FROM result.reset_after))::bigint::text);
+    END IF;
+    RETURN jsonb_strip_nulls(headers);
 END
 $fn$;
-COMMENT ON FUNCTION rl_headers(rl_result) IS
-    'RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset and Retry-After for an rl_result, as a JSON object';
+COMMENT ON FUNCTION rl_headers(rl_result, boolean) IS
+    'The IETF draft''s RateLimit-Policy and RateLimit headers (and Retry-After when refused) for an rl_result, as a JSON object; legacy => true adds draft-06''s RateLimit-Limit, -Remaining and -Reset';
 
 
 -- ===========================================================================
@@ -424,8 +570,9 @@ COMMENT ON FUNCTION rl_limit_trigger() IS
 
 CREATE VIEW rl_zones AS
 SELECT zone, algorithm, rate, period,
-       coalesce(burst, rate) AS capacity, burst, store, history, created_at, updated_at,
-       refill, refill_tick, shadow
+       -- a fractional rate's capacity: its whole requests, at least one
+       coalesce(burst, greatest(1, floor(rate)))::bigint AS capacity, burst, store, history,
+       created_at, updated_at, refill, refill_tick, shadow
 FROM ratelimit.zone;
 COMMENT ON VIEW rl_zones IS 'Rate-limit zones';
 
@@ -439,18 +586,22 @@ LANGUAGE C VOLATILE;
 -- Decisions per zone since the server started (both stores; empty unless
 -- ratelimit is in shared_preload_libraries).  evicted: recovered keys the
 -- shmem store forgot to make room; full: new keys it found no room for.
+-- By zone name: the counts of a zone's earlier ids (before a reset, or a
+-- drop and a new zone of the same name) add up under it.
 CREATE FUNCTION ratelimit.counters(
     OUT zone text, OUT allowed bigint, OUT refused bigint, OUT evicted bigint, OUT full bigint)
 RETURNS SETOF record
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $fn$
-    SELECT coalesce(z.zone, CASE c.zone_id WHEN 0 THEN '(rl_token_bucket)'
-                                           WHEN -1 THEN '(rl_gcra)'
-                                           ELSE '(dropped zone ' || c.zone_id || ')' END),
-           c.allowed, c.refused, c.evicted, c.full
+    SELECT coalesce(z.zone, r.zone, CASE c.zone_id WHEN 0 THEN '(rl_token_bucket)'
+                                                   WHEN -1 THEN '(rl_gcra)'
+                                                   ELSE '(zone id ' || c.zone_id || ')' END),
+           sum(c.allowed)::bigint, sum(c.refused)::bigint, sum(c.evicted)::bigint, sum(c.full)::bigint
     FROM ratelimit.shmem_counters() c
     LEFT JOIN ratelimit.zone z ON z.zone_id OPERATOR(pg_catalog.=) c.zone_id
+    LEFT JOIN ratelimit.retired_zone_id r ON r.zone_id OPERATOR(pg_catalog.=) c.zone_id
+    GROUP BY 1
 $fn$;
 
 CREATE VIEW rl_counters AS SELECT * FROM ratelimit.counters();
@@ -534,7 +685,7 @@ $fn$;
 -- than one token's worth of time (period / rate) would change no decision
 -- (the whole tokens arrive at the same moments) while running the job more
 -- often, so the tick is that, within what the version accepts.
-CREATE FUNCTION ratelimit.cron_plan(pg_cron_version text, rate bigint, period interval,
+CREATE FUNCTION ratelimit.cron_plan(pg_cron_version text, rate numeric, period interval,
                                     OUT schedule text, OUT tick interval)
 LANGUAGE plpgsql IMMUTABLE STRICT
 SET search_path = pg_catalog, pg_temp
@@ -657,33 +808,17 @@ BEGIN
 END
 $fn$;
 
--- Schedules the zone's refill job, run as run_as, and grants that role
--- what the refill needs and nothing more.
-CREATE FUNCTION rl_cron_enable(zone text, run_as name DEFAULT 'ratelimit_refill')
-RETURNS bigint
-LANGUAGE plpgsql
-SECURITY DEFINER
+-- The version of a pg_cron that can run this database's refill jobs:
+-- loaded, running its jobs from this database, and installed here.
+CREATE FUNCTION ratelimit.pg_cron_version()
+RETURNS text
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
-    z ratelimit.zone;
-    cron_version text;
     cron_database text := current_setting('cron.database_name', true);
-    plan record;
-    job bigint;
+    cron_version text;
 BEGIN
-    IF zone IS NULL OR run_as IS NULL THEN
-        RAISE EXCEPTION '% must not be null', CASE WHEN zone IS NULL THEN 'zone' ELSE 'run_as' END
-            USING ERRCODE = '22004';
-    END IF;
-    SELECT * INTO z FROM ratelimit.zone AS zz WHERE zz.zone = rl_cron_enable.zone FOR UPDATE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'rate-limit zone "%" does not exist', left(zone, 128) || CASE WHEN length(zone) > 128 THEN '...' ELSE '' END USING ERRCODE = '42704';
-    END IF;
-    IF z.refill <> 'cron' THEN
-        RAISE EXCEPTION 'zone "%" is not refilled by pg_cron', zone USING ERRCODE = '55000',
-            HINT = 'Create it with rl_zone_set(..., refill => ''cron'').';
-    END IF;
     IF NOT 'pg_cron' = ANY (string_to_array(replace(current_setting('shared_preload_libraries'), ' ', ''), ',')) THEN
         RAISE EXCEPTION 'pg_cron is not loaded' USING ERRCODE = '55000',
             HINT = 'Add pg_cron to shared_preload_libraries in postgresql.conf, restart the server, and run CREATE EXTENSION pg_cron.';
@@ -699,6 +834,37 @@ BEGIN
         RAISE EXCEPTION 'pg_cron is not installed in database "%"', current_database()
             USING ERRCODE = '55000', HINT = 'Run CREATE EXTENSION pg_cron.';
     END IF;
+    RETURN cron_version;
+END
+$fn$;
+
+-- Schedules the zone's refill job, run as run_as, and grants that role
+-- what the refill needs and nothing more.
+CREATE FUNCTION rl_cron_enable(zone text, run_as name DEFAULT 'ratelimit_refill')
+RETURNS bigint
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    z ratelimit.zone;
+    cron_version text;
+    plan record;
+    job bigint;
+BEGIN
+    IF zone IS NULL OR run_as IS NULL THEN
+        RAISE EXCEPTION '% must not be null', CASE WHEN zone IS NULL THEN 'zone' ELSE 'run_as' END
+            USING ERRCODE = '22004';
+    END IF;
+    SELECT * INTO z FROM ratelimit.zone AS zz WHERE zz.zone = rl_cron_enable.zone FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'rate-limit zone "%" does not exist', left(zone, 128) || CASE WHEN length(zone) > 128 THEN '...' ELSE '' END USING ERRCODE = '42704';
+    END IF;
+    IF z.refill <> 'cron' THEN
+        RAISE EXCEPTION 'zone "%" is not refilled by pg_cron', zone USING ERRCODE = '55000',
+            HINT = 'Create it with rl_zone_set(..., refill => ''cron'').';
+    END IF;
+    cron_version := ratelimit.pg_cron_version();
     IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = run_as) THEN
         RAISE EXCEPTION 'role "%" does not exist', left(run_as, 128) || CASE WHEN length(run_as) > 128 THEN '...' ELSE '' END USING ERRCODE = '42704',
             HINT = format('CREATE ROLE %s LOGIN; rl_cron_enable grants it only what the refill needs.',
@@ -868,7 +1034,8 @@ BEGIN
 
     IF NOT result.allowed THEN
         message := format('rate limit of zone "%s" exceeded', zone);
-        detail := format('Retry after %s s.', ceil(extract(epoch FROM result.retry_after))::bigint);
+        detail := coalesce(format('Retry after %s s.', ceil(extract(epoch FROM result.retry_after))::bigint),
+                           'No refill is scheduled.');
         IF current_setting('ratelimit.guard_error') = 'pt429' THEN
             RAISE EXCEPTION USING ERRCODE = 'PT429', MESSAGE = message, DETAIL = detail, HINT = hint;
         END IF;
@@ -895,7 +1062,8 @@ BEGIN
         FROM jsonb_array_elements(coalesce(nullif(current_setting('response.headers', true), '')::jsonb,
                                            '[]'::jsonb)) e(header)
         WHERE NOT (jsonb_typeof(e.header) = 'object'
-                   AND e.header ?| ARRAY['RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'Retry-After']);
+                   AND e.header ?| ARRAY['RateLimit-Policy', 'RateLimit', 'RateLimit-Limit',
+                                         'RateLimit-Remaining', 'RateLimit-Reset', 'Retry-After']);
     EXCEPTION WHEN invalid_text_representation OR invalid_parameter_value THEN
         NULL;                   -- unreadable earlier headers: ours alone
     END;
@@ -928,13 +1096,17 @@ BEGIN
     WHEN 'limit' THEN
         RETURN ARRAY['rl_limit', 'rl_token_bucket', 'rl_sliding_window', 'rl_gcra', 'rl_peek',
                      'rl_http_guard', 'rl_limit_trigger'];
+    WHEN 'refund' THEN
+        -- Not with 'limit': a role that may refund its own key is not
+        -- limited at all (PostgREST publishes every function it may run).
+        RETURN ARRAY['rl_refund'];
     WHEN 'monitor' THEN
         -- The views call these as their reader: it needs EXECUTE on them.
         RETURN ARRAY['rl_zones', 'rl_counters', 'rl_keys', 'counters', 'keys'];
     ELSE
         RAISE EXCEPTION 'unknown privilege set "%"', left(privileges, 128)
             USING ERRCODE = '22023',
-                  HINT = 'Use ''limit'' (the decision functions) or ''monitor'' (the views rl_zones, rl_counters and rl_keys).';
+                  HINT = 'Use ''limit'' (the decision functions), ''refund'' (rl_refund) or ''monitor'' (the views rl_zones, rl_counters and rl_keys).';
     END CASE;
 END
 $fn$;
@@ -1002,7 +1174,9 @@ $fn$;
 -- rl_grant(role, 'limit'): the role may make rate-limit decisions
 -- (rl_limit, rl_token_bucket, rl_sliding_window, rl_gcra, rl_peek,
 -- rl_http_guard, and create rl_limit_trigger triggers), and use the
--- extension's schema.  rl_grant(role, 'monitor'): it may read rl_zones,
+-- extension's schema.  rl_grant(role, 'refund'): it may give back what it
+-- was charged (rl_refund; a separate set, since a role that may refund is
+-- not limited).  rl_grant(role, 'monitor'): it may read rl_zones,
 -- rl_counters and rl_keys.  Runs with the caller's rights.  GRANT by a
 -- role without the grant option only warns ("no privileges were
 -- granted"): rl_grant and rl_revoke refuse such a caller instead, before
@@ -1021,7 +1195,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION rl_grant(regrole, text) IS
-    'Grants a role the decision functions (''limit'', the default) or the monitoring views (''monitor''), and USAGE on the extension''s schema';
+    'Grants a role the decision functions (''limit'', the default), rl_refund (''refund'') or the monitoring views (''monitor''), and USAGE on the extension''s schema';
 
 -- Takes back what rl_grant gave (USAGE on the schema stays: the role may
 -- have had it before).
@@ -1039,7 +1213,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION rl_revoke(regrole, text) IS
-    'Revokes what rl_grant granted (''limit'' or ''monitor''); USAGE on the schema stays';
+    'Revokes what rl_grant granted (''limit'', ''refund'' or ''monitor''); USAGE on the schema stays';
 
 -- The sweep, last: PostgreSQL lets PUBLIC execute every new function.  Take
 -- that back, and every other privilege PUBLIC holds, from every function

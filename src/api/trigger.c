@@ -136,9 +136,12 @@ rl_limit_trigger(PG_FUNCTION_ARGS)
 	if (!call.decision.allowed)
 		ereport(ERROR,
 				(errcode(RL_SQLSTATE_RATE_LIMITED),
-				 errmsg("rate limit of zone \"%s\" exceeded for key \"%s\": retry after %s",
-						RlMessageText(trigger->tgargs[0]), RlMessageTextOfText(key),
-						SecondsText(call.decision.retry_after_us)),
+				 call.decision.retry_after_us >= 0
+				 ? errmsg("rate limit of zone \"%s\" exceeded for key \"%s\": retry after %s",
+						  RlMessageText(trigger->tgargs[0]), RlMessageTextOfText(key),
+						  SecondsText(call.decision.retry_after_us))
+				 : errmsg("rate limit of zone \"%s\" exceeded for key \"%s\": no refill is scheduled",
+						  RlMessageText(trigger->tgargs[0]), RlMessageTextOfText(key)),
 				 errdetail("The row's cost is " INT64_FORMAT "; " INT64_FORMAT " of " INT64_FORMAT
 						   " remain.", cost, call.decision.remaining, call.decision.capacity),
 				 errtable(trigdata->tg_relation)));

@@ -15,6 +15,7 @@
 
 #include "decision/decide.h"
 #include "decision/zone.h"
+#include "store/shmem_store.h"
 
 PG_FUNCTION_INFO_V1(rl_check_zone);
 PG_FUNCTION_INFO_V1(rl_zone_changed);
@@ -28,11 +29,14 @@ rl_check_zone(PG_FUNCTION_ARGS)
 	RlZoneLimit limit;
 
 	RlCheckZoneDefinition(PG_ARGISNULL(0) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(0)),
-						PG_ARGISNULL(1), PG_ARGISNULL(1) ? 0 : PG_GETARG_INT64(1),
+						PG_ARGISNULL(1) ? NULL : PG_GETARG_NUMERIC(1),
 						PG_ARGISNULL(2) ? NULL : PG_GETARG_INTERVAL_P(2),
 						PG_ARGISNULL(3), PG_ARGISNULL(3) ? 0 : PG_GETARG_INT64(3),
 						PG_ARGISNULL(4) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(4)),
 						&limit);
+	/* A zone that every call would fail on is refused now, not at its first call. */
+	if (strcmp(text_to_cstring(PG_GETARG_TEXT_PP(4)), "shmem") == 0)
+		RlRequireShmemStore();
 	PG_RETURN_VOID();
 }
 
@@ -60,8 +64,8 @@ RelimitShmemEntries(TriggerData *trigdata)
 	if (isnull || strcmp(TextDatumGetCString(store), "shmem") != 0)
 		return;
 	burst = ColumnOf(trigdata, "burst", &burst_null);
-	RlCheckZoneDefinition(TextDatumGetCString(ColumnOf(trigdata, "algorithm", &isnull)), false,
-						DatumGetInt64(ColumnOf(trigdata, "rate", &isnull)),
+	RlCheckZoneDefinition(TextDatumGetCString(ColumnOf(trigdata, "algorithm", &isnull)),
+						DatumGetNumeric(ColumnOf(trigdata, "rate", &isnull)),
 						DatumGetIntervalP(ColumnOf(trigdata, "period", &isnull)),
 						burst_null, burst_null ? 0 : DatumGetInt64(burst), "shmem", &limit);
 	RlRelimitZoneState(RL_STORE_SHMEM, DatumGetInt32(ColumnOf(trigdata, "zone_id", &isnull)), &limit);

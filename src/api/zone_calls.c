@@ -7,12 +7,16 @@
 
 #include "fmgr.h"
 #include "funcapi.h"
+#include "catalog/pg_type_d.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 
 #include "base/args.h"
 #include "decision/decide.h"
 
 PG_FUNCTION_INFO_V1(rl_limit);
+PG_FUNCTION_INFO_V1(rl_limit_zones);
+PG_FUNCTION_INFO_V1(rl_refund);
 PG_FUNCTION_INFO_V1(rl_sliding_window);
 PG_FUNCTION_INFO_V1(rl_peek);
 PG_FUNCTION_INFO_V1(rl_reset);
@@ -64,7 +68,18 @@ ResultDesc(FunctionCallInfo fcinfo)
 	return desc;
 }
 
-#define RESULT_COLUMNS 7
+#define RESULT_COLUMNS 10
+
+/*
+ * An interval shown as a count of microseconds where the core says none can
+ * be promised (-1: a cron zone that no job refills).
+ */
+static void
+SetInterval(Datum *value, bool *isnull, int64 micros, Interval *interval)
+{
+	*isnull = micros < 0;
+	*value = IntervalDatum(micros, interval);
+}
 
 static Datum
 ResultDatum(FunctionCallInfo fcinfo, const RlCall *call)
@@ -72,21 +87,35 @@ ResultDatum(FunctionCallInfo fcinfo, const RlCall *call)
 	TupleDesc	desc = ResultDesc(fcinfo);
 	const RlDecision *decision = &call->decision;
 	Datum		values[RESULT_COLUMNS];
-	bool		nulls[RESULT_COLUMNS] = {false, false, false, false, false, false, false};
+	bool		nulls[RESULT_COLUMNS] = {0};
 	Interval	retry_after;	/* heap_form_tuple copies them: no palloc */
 	Interval	reset_after;
+	Interval	period;
 
 	if (desc->natts != RESULT_COLUMNS)
 		elog(ERROR, "rl_result has %d attributes, expected %d", desc->natts, RESULT_COLUMNS);
 	values[0] = BoolGetDatum(decision->allowed);
 	values[1] = Int64GetDatum(decision->capacity);
 	values[2] = Int64GetDatum(decision->remaining);
-	values[3] = IntervalDatum(decision->retry_after_us, &retry_after);
-	nulls[3] = call->would_allow;
-	values[4] = IntervalDatum(decision->reset_after_us, &reset_after);
+	SetInterval(&values[3], &nulls[3], decision->retry_after_us, &retry_after);
+	nulls[3] = nulls[3] || call->would_allow;
+	SetInterval(&values[4], &nulls[4], decision->reset_after_us, &reset_after);
 	values[5] = Int64GetDatum(call->txn_id);
 	nulls[5] = !call->recorded;
 	values[6] = BoolGetDatum(call->would_allow);
+	values[7] = call->is_zone ? CStringGetTextDatum(call->what) : (Datum) 0;
+	nulls[7] = !call->is_zone;
+	if (call->rate != NULL)
+	{
+		values[8] = NumericGetDatum(call->rate);
+		values[9] = IntervalPGetDatum(&call->period);
+	}
+	else
+	{
+		/* rl_gcra: its count per its period */
+		values[8] = DirectFunctionCall1(int8_numeric, Int64GetDatum(call->request.limit.zone.rate));
+		values[9] = IntervalDatum(call->request.limit.zone.period_us, &period);
+	}
 	return HeapTupleGetDatum(heap_form_tuple(desc, values, nulls));
 }
 
@@ -97,6 +126,73 @@ rl_limit(PG_FUNCTION_ARGS)
 
 	PrepareZoneCall(fcinfo, &call, true);
 	RlTake(&call, "rl_limit()");
+	return ResultDatum(fcinfo, &call);
+}
+
+/* Enough for any policy people write; each zone's key is held at once. */
+#define RL_MAX_ZONES_PER_CALL 16
+
+/* rl_limit(zones text[], key, cost): several limits, one decision. */
+Datum
+rl_limit_zones(PG_FUNCTION_ARGS)
+{
+	ArrayType  *zones;
+	Datum	   *names;
+	bool	   *nulls;
+	int			nzones;
+	text	   *key;
+	int64		cost;
+	RlCall	   *calls;
+	int			chosen;
+
+	RlRequireNotNull(fcinfo, 0, "zones");
+	key = RlCheckedKey(fcinfo, 1, "key");
+	RlRequireNotNull(fcinfo, 2, "cost");
+	cost = PG_GETARG_INT32(2);
+	zones = PG_GETARG_ARRAYTYPE_P(0);
+	if (ARR_NDIM(zones) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("zones must be a one-dimensional array")));
+	deconstruct_array(zones, TEXTOID, -1, false, TYPALIGN_INT, &names, &nulls, &nzones);
+	if (nzones == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("zones must name at least one zone")));
+	if (nzones > RL_MAX_ZONES_PER_CALL)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("a call may name at most %d zones", RL_MAX_ZONES_PER_CALL),
+				 errdetail("zones names %d.", nzones)));
+	calls = palloc(sizeof(RlCall) * nzones);
+	for (int i = 0; i < nzones; i++)
+	{
+		if (nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("zones must not contain null")));
+		RlPrepareZoneCall(&calls[i], DatumGetTextPP(names[i]), key, cost, true);
+		for (int j = 0; j < i; j++)
+			if (calls[j].request.key.zone_id == calls[i].request.key.zone_id)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("zone \"%s\" is named twice", RlMessageText(calls[i].what)),
+						 errhint("Each zone takes the call's cost once.")));
+	}
+	chosen = RlTakeTogether(calls, nzones, "rl_limit()");
+	return ResultDatum(fcinfo, &calls[chosen]);
+}
+
+/* rl_refund(zone, key, cost): gives cost back to the key. */
+Datum
+rl_refund(PG_FUNCTION_ARGS)
+{
+	RlCall		call;
+
+	PrepareZoneCall(fcinfo, &call, false);
+	RlRequireNotNull(fcinfo, 2, "cost");
+	call.cost = PG_GETARG_INT32(2);
+	RlRefund(&call, "rl_refund()");
 	return ResultDatum(fcinfo, &call);
 }
 

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace {
 
@@ -208,6 +209,9 @@ RlDecision GcraTake(const RlZoneLimit &zone, const RlCounterState *prior,
 }
 
 // The whole allowance comes back period after the first call of a window.
+// A window in which nothing is admitted (all of it refunded) is no window:
+// the boundary is set by the next admission, not by a state that holds
+// nothing.
 RlDecision FixedWindowTake(const RlZoneLimit &zone, const RlCounterState *prior,
 						   int64_t now_us, int64_t cost, RlCounterState *next) noexcept
 {
@@ -218,13 +222,13 @@ RlDecision FixedWindowTake(const RlZoneLimit &zone, const RlCounterState *prior,
 		// The clock never runs backwards for a key: b is the last decision
 		// time, which a retry_after or reset_after counts from.
 		now_us = std::max({now_us, prior->stamp_us, prior->b});
-		if (static_cast<Wide>(now_us) < static_cast<Wide>(prior->stamp_us) + zone.period_us)
+		start = now_us;
+		if (static_cast<Wide>(now_us) < static_cast<Wide>(prior->stamp_us) + zone.period_us &&
+			prior->a > 0)
 		{
 			start = prior->stamp_us;
-			used = std::clamp<int64_t>(prior->a, 0, zone.rate);
+			used = std::min<int64_t>(prior->a, zone.rate);
 		}
-		else
-			start = now_us;
 	}
 	const Wide window_end = static_cast<Wide>(start) + zone.period_us;
 
@@ -242,11 +246,18 @@ RlDecision FixedWindowTake(const RlZoneLimit &zone, const RlCounterState *prior,
 	return decision;
 }
 
-// Cloudflare's approximation: the previous aligned window's count, weighted
-// by how much of it still overlaps the trailing period, plus the current
-// window's.  Compared in integers scaled by the period, so it is exact.
-RlDecision SlidingWindowCounterTake(const RlZoneLimit &zone, const RlCounterState *prior,
-									int64_t now_us, int64_t cost, RlCounterState *next) noexcept
+// The two aligned windows of a sliding-window counter as a call at now_us
+// sees them.
+struct AlignedWindows
+{
+	int64_t		now_us;			// never before the key's last decision
+	Wide		start;			// of the window now_us lies in
+	Wide		current;
+	Wide		previous;
+};
+
+AlignedWindows AlignToNow(const RlZoneLimit &zone, const RlCounterState *prior,
+						  int64_t now_us) noexcept
 {
 	const Wide period = zone.period_us;
 	// The clock never runs backwards for a key: fraction is how far into its
@@ -259,20 +270,39 @@ RlDecision SlidingWindowCounterTake(const RlZoneLimit &zone, const RlCounterStat
 			? prior->fraction : 0.0;
 		now_us = std::max(now_us, Saturate(prior->stamp_us + static_cast<Wide>(offset)));
 	}
-	const Wide start = FloorDiv(now_us, period) * period;
-	Wide current = 0;
-	Wide previous = 0;
+	AlignedWindows windows{now_us, FloorDiv(now_us, period) * period, 0, 0};
 	if (prior != nullptr)
 	{
 		const Wide stored = prior->stamp_us;
-		if (stored == start)
+		if (stored == windows.start)
 		{
-			current = std::max<int64_t>(prior->a, 0);
-			previous = std::max<int64_t>(prior->b, 0);
+			windows.current = std::max<int64_t>(prior->a, 0);
+			windows.previous = std::max<int64_t>(prior->b, 0);
 		}
-		else if (stored + period == start)
-			previous = std::max<int64_t>(prior->a, 0);
+		else if (stored + period == windows.start)
+			windows.previous = std::max<int64_t>(prior->a, 0);
 	}
+	return windows;
+}
+
+RlCounterState StoredWindows(const AlignedWindows &windows) noexcept
+{
+	return RlCounterState{Saturate(windows.current), static_cast<double>(windows.now_us - windows.start),
+						  Saturate(windows.start), Saturate(windows.previous)};
+}
+
+// Cloudflare's approximation: the previous aligned window's count, weighted
+// by how much of it still overlaps the trailing period, plus the current
+// window's.  Compared in integers scaled by the period, so it is exact.
+RlDecision SlidingWindowCounterTake(const RlZoneLimit &zone, const RlCounterState *prior,
+									int64_t now_us, int64_t cost, RlCounterState *next) noexcept
+{
+	const Wide period = zone.period_us;
+	AlignedWindows windows = AlignToNow(zone, prior, now_us);
+	now_us = windows.now_us;
+	const Wide start = windows.start;
+	Wide &current = windows.current;
+	const Wide previous = windows.previous;
 	const Wide left_in_window = start + period - now_us;	// 1 .. period
 	const Wide rate = zone.rate;
 	// estimate * period, with estimate = previous * left / period + current
@@ -306,20 +336,20 @@ RlDecision SlidingWindowCounterTake(const RlZoneLimit &zone, const RlCounterStat
 	decision.reset_after_us = current > 0 ? Saturate(left_in_window + period)
 		: previous > 0 ? Saturate(left_in_window) : 0;
 	decision.state_changed = decision.allowed && cost > 0;
-	*next = RlCounterState{Saturate(current), static_cast<double>(now_us - start), Saturate(start),
-						   Saturate(previous)};
+	*next = StoredWindows(windows);
 	return decision;
 }
 
 // Calls only take; the refill job adds rate * tick / period tokens a tick.
 // A missing key is full.  The waits count whole ticks from now (the next
-// tick may come sooner); without a scheduled job, time at the zone's rate.
+// tick may come sooner).  Without a scheduled job nothing refills: any wait
+// would be a promise nobody keeps, so it is unknown (-1).
 int64_t CronWaitMicros(const RlZoneLimit &zone, Wide units_needed) noexcept
 {
 	if (units_needed <= 0)
 		return 0;
 	if (zone.refill_tick_us <= 0)
-		return Saturate(CeilDiv(units_needed, zone.rate));
+		return -1;
 	const Wide per_tick = static_cast<Wide>(zone.rate) * zone.refill_tick_us;
 	return Saturate(CeilDiv(units_needed, per_tick) * zone.refill_tick_us);
 }
@@ -360,6 +390,92 @@ RlDecision CronTokenBucketTake(const RlZoneLimit &zone, const RlCounterState *pr
 	else
 		*next = prior != nullptr ? *prior : RlCounterState{};
 	return decision;
+}
+
+// ---------------------------------------------------------------------------
+// Refunds: each returns the state after giving back cost > 0 at now_us, or
+// prior itself when there is nothing to give back (a full key), so that
+// nothing is stored for nothing.
+// ---------------------------------------------------------------------------
+
+RlCounterState TokenBucketRefund(const RlZoneLimit &zone, const RlCounterState &prior,
+								 int64_t now_us, int64_t cost) noexcept
+{
+	const RlTokenBucketLimit limit = BucketLimit(zone);
+	const RlTokenBucketState prior_state{prior.a, prior.fraction, prior.stamp_us};
+	// Refilled first, so that the refund and the refill are not both counted
+	// on the time since the stamp.
+	const RlTokenBucketState level = rl_token_bucket_take(&prior_state, now_us, &limit, 0).next;
+	if (level.tokens >= zone.capacity)
+		return prior;
+	if (static_cast<Wide>(level.tokens) + cost >= zone.capacity)
+		return RlCounterState{zone.capacity, 0.0, level.stamp_us, 0};
+	return RlCounterState{level.tokens + cost, level.fraction, level.stamp_us, 0};
+}
+
+RlCounterState GcraRefund(const RlZoneLimit &zone, const RlCounterState &prior,
+						  int64_t now_us, int64_t cost) noexcept
+{
+	const Wide rate = zone.rate;
+	now_us = std::max(now_us, prior.b);
+	const Wide now = static_cast<Wide>(now_us) * rate;
+	const Wide tat = static_cast<Wide>(prior.stamp_us) * rate + std::clamp<int64_t>(prior.a, 0, zone.rate - 1);
+	// A theoretical arrival time at or before now is a full key; one before
+	// now would mean nothing more (a take starts from max(tat, now)), so the
+	// refund stops at now.
+	if (tat <= now)
+		return prior;
+	const Wide new_tat = std::max(tat - static_cast<Wide>(zone.period_us) * cost, now);
+	const Wide stamp = FloorDiv(new_tat, rate);
+	return RlCounterState{Saturate(new_tat - stamp * rate), 0.0, Saturate(stamp), now_us};
+}
+
+RlCounterState FixedWindowRefund(const RlZoneLimit &zone, const RlCounterState &prior,
+								 int64_t now_us, int64_t cost) noexcept
+{
+	now_us = std::max({now_us, prior.stamp_us, prior.b});
+	// An expired window's cost no longer counts: nothing to give back.
+	if (static_cast<Wide>(now_us) >= static_cast<Wide>(prior.stamp_us) + zone.period_us ||
+		prior.a <= 0)
+		return prior;
+	const int64_t used = std::min<int64_t>(prior.a, zone.rate);
+	return RlCounterState{cost >= used ? 0 : used - cost, 0.0, prior.stamp_us, now_us};
+}
+
+RlCounterState SlidingWindowCounterRefund(const RlZoneLimit &zone, const RlCounterState &prior,
+										  int64_t now_us, int64_t cost) noexcept
+{
+	AlignedWindows windows = AlignToNow(zone, &prior, now_us);
+	if (windows.current == 0 && windows.previous == 0)
+		return prior;
+	// The refunded request is most likely in the current window; what it
+	// does not hold was charged before the last rotation.
+	const Wide from_current = std::min<Wide>(windows.current, cost);
+	windows.current -= from_current;
+	windows.previous -= std::min<Wide>(windows.previous, cost - from_current);
+	return StoredWindows(windows);
+}
+
+RlCounterState CronTokenBucketRefund(const RlZoneLimit &zone, const RlCounterState &prior,
+									 int64_t now_us, int64_t cost) noexcept
+{
+	if (prior.a >= zone.capacity)
+		return prior;
+	const int64_t stamp = std::max(prior.stamp_us, now_us);
+	const int64_t tokens = std::max<int64_t>(prior.a, 0);
+	// Full, the part token goes, as when the refill job fills the bucket.
+	if (static_cast<Wide>(tokens) + cost >= zone.capacity)
+		return RlCounterState{zone.capacity, 0.0, stamp, 0};
+	return RlCounterState{tokens + cost, 0.0, stamp,
+						  std::clamp<int64_t>(prior.b, 0, zone.period_us - 1)};
+}
+
+bool SameCounterState(const RlCounterState &a, const RlCounterState &b) noexcept
+{
+	// Bitwise for the double: a NaN read back from a hand-edited row is the
+	// same state, not a change to store on every call.
+	return a.a == b.a && a.stamp_us == b.stamp_us && a.b == b.b &&
+		std::memcmp(&a.fraction, &b.fraction, sizeof a.fraction) == 0;
 }
 
 }  // namespace
@@ -419,6 +535,50 @@ rl_counter_take(const RlZoneLimit *limit, const RlCounterState *prior, int64_t n
 	refused.decided_at_us = now_us;
 	*next = prior != nullptr ? *prior : RlCounterState{};
 	return refused;
+}
+
+extern "C" RlDecision
+rl_counter_refund(const RlZoneLimit *limit, const RlCounterState *prior, int64_t now_us,
+				  int64_t cost, RlCounterState *next) noexcept
+{
+	RlCounterState refunded = prior != nullptr ? *prior : RlCounterState{};
+	if (prior != nullptr && cost > 0)
+	{
+		switch (limit->algorithm)
+		{
+			case RL_ALGORITHM_TOKEN_BUCKET:
+				refunded = TokenBucketRefund(*limit, *prior, now_us, cost);
+				break;
+			case RL_ALGORITHM_GCRA:
+				refunded = GcraRefund(*limit, *prior, now_us, cost);
+				break;
+			case RL_ALGORITHM_FIXED_WINDOW:
+				refunded = FixedWindowRefund(*limit, *prior, now_us, cost);
+				break;
+			case RL_ALGORITHM_SLIDING_WINDOW_COUNTER:
+				refunded = SlidingWindowCounterRefund(*limit, *prior, now_us, cost);
+				break;
+			case RL_ALGORITHM_CRON_TOKEN_BUCKET:
+				refunded = CronTokenBucketRefund(*limit, *prior, now_us, cost);
+				break;
+			case RL_ALGORITHM_SLIDING_WINDOW:
+				break;			// has a state of its own: rl_sw_refund
+		}
+	}
+	const bool changed = prior != nullptr && !SameCounterState(refunded, *prior);
+	// What a look at the key now reports, on the state that will be stored.
+	RlCounterState unused{};
+	RlDecision decision = rl_counter_take(limit, changed ? &refunded : prior, now_us, 0, &unused);
+	if (limit->algorithm != RL_ALGORITHM_SLIDING_WINDOW)
+	{
+		// Even where a look would be refused (a rate lowered since the
+		// key's costs were admitted), a refund is not.
+		decision.allowed = true;
+		decision.retry_after_us = 0;
+	}
+	decision.state_changed = changed;
+	*next = refunded;
+	return decision;
 }
 
 extern "C" bool

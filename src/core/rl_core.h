@@ -166,7 +166,8 @@ bool		rl_zone_cost_valid(const RlZoneLimit *limit, int64_t cost) RL_NOEXCEPT;
  *   gcra                    stamp, a = theoretical arrival time in microseconds
  *                           plus a / rate (exact: no rounding of period / rate);
  *                           b = last decision time
- *   fixed_window            stamp = start of the window, a = cost admitted in it,
+ *   fixed_window            stamp = start of the window, a = cost admitted in it
+ *                           (a <= 0: no window, the next admission opens one),
  *                           b = last decision time
  *   sliding_window_counter  stamp = start of the current aligned window,
  *                           a = its admitted cost, b = the previous window's,
@@ -185,14 +186,18 @@ typedef struct RlCounterState
 	int64_t		b;
 } RlCounterState;
 
-/* What every zone-based check reports (rl_result). */
+/*
+ * What every zone-based check reports (rl_result).  A wait of -1 means that
+ * no time can be promised: a cron token bucket without a refill job is
+ * refilled by nobody (the glue shows NULL).
+ */
 typedef struct RlDecision
 {
 	bool		allowed;
 	int64_t		capacity;
 	int64_t		remaining;		/* left after this call; refused: available now */
-	int64_t		retry_after_us; /* when refused: until this call would pass */
-	int64_t		reset_after_us; /* until the key is back to full allowance */
+	int64_t		retry_after_us; /* when refused: until this call would pass, or -1 */
+	int64_t		reset_after_us; /* until the key is back to full allowance, or -1 */
 	int64_t		decided_at_us;	/* the time decided at: now, or later if the clock went back */
 	bool		state_changed;	/* false: the stored state stays valid */
 } RlDecision;
@@ -204,6 +209,30 @@ typedef struct RlDecision
  */
 RlDecision	rl_counter_take(const RlZoneLimit *limit, const RlCounterState *prior,
 							int64_t now_us, int64_t cost, RlCounterState *next) RL_NOEXCEPT;
+
+/*
+ * Gives back cost that the key was charged (a request that failed should not
+ * count), for every algorithm rl_counter_take decides, at now_us: never above
+ * the full allowance, never below an empty state.  prior is NULL for a key
+ * never seen, which is full: nothing to give back; so is cost <= 0.
+ *   token_bucket            refilled up to now, then tokens += cost, capped
+ *                           at the capacity (a full bucket has no fraction)
+ *   cron token bucket       tokens += cost, capped at the capacity (full: the
+ *                           part token is dropped, as the refill job does)
+ *   gcra                    the theoretical arrival time moves back cost
+ *                           emission intervals, never before now
+ *   fixed_window            the window open at now admitted cost less, not
+ *                           below 0; an expired window has nothing to give
+ *   sliding_window_counter  rotated to now, then cost less in the current
+ *                           window, the rest (if any) in the previous one
+ * The clock never runs backwards for a key, as in rl_counter_take.  The
+ * decision is what a call of cost 0 at now_us sees after the refund
+ * (allowed, with retry_after_us 0: a refund is never refused);
+ * state_changed says whether next differs from prior and must be stored
+ * (when it is false, next is prior, or zeroed when prior is NULL).
+ */
+RlDecision	rl_counter_refund(const RlZoneLimit *limit, const RlCounterState *prior,
+							  int64_t now_us, int64_t cost, RlCounterState *next) RL_NOEXCEPT;
 
 /*
  * Whether the refill job must visit the key: a cron token bucket below its
@@ -257,7 +286,9 @@ typedef struct RlSlidingWindowState
 	int64_t		newest_us;		/* time of the newest entry */
 	uint32_t	first_chunk;	/* sealed chunks are [first_chunk, next_chunk) */
 	uint32_t	next_chunk;
-	RlSwBuffer	front;			/* the oldest entries; empty only if all is */
+	RlSwBuffer	front;			/* the oldest entries; empty only if all is,
+								 * or after a refund emptied it (the next
+								 * take then loads the oldest chunk) */
 	RlSwBuffer	back;			/* the newest entries */
 } RlSlidingWindowState;
 
@@ -315,6 +346,24 @@ bool		rl_sw_take(const RlZoneLimit *limit, RlSlidingWindowState *state,
 					   int64_t now_us, int64_t cost,
 					   const RlSwChunk *chunks, int32_t nchunks,
 					   RlSwDecision *result) RL_NOEXCEPT;
+
+/*
+ * Gives back cost that the key was charged, at now_us.  The refunded request
+ * is normally the newest, so the newest entries of the back buffer lose the
+ * cost first (an entry that reaches 0 is dropped), then, if the back cannot
+ * cover it, the newest entries of the front buffer: sealed chunks are never
+ * read nor rewritten, and taking from older entries never admits more than
+ * the exact window would.  Entries that have left the trailing period give
+ * nothing back, and nothing is expired or dropped here.  When
+ * decision->state_changed, state is the new state to store (the chunks stay
+ * as they are); otherwise state is untouched.  The decision is what a call
+ * of cost 0 at now_us sees without reading a chunk (allowed, retry_after_us
+ * 0); where only a chunk could tell that an entry has expired, it counts
+ * as still in the window, so remaining is never overstated.  Returns false
+ * when a buffer is not well formed (corrupt state).
+ */
+bool		rl_sw_refund(const RlZoneLimit *limit, RlSlidingWindowState *state,
+						 int64_t now_us, int64_t cost, RlDecision *decision) RL_NOEXCEPT;
 
 /*
  * The header as stored (everything but the sealed chunks): at most

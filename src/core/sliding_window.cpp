@@ -218,6 +218,86 @@ uint32_t NextSeq(uint32_t seq) noexcept
 	return seq >= RL_SW_MAX_CHUNK_SEQ ? 1 : seq + 1;
 }
 
+// What Decode guarantees of a buffer, for one handed in already decoded.
+bool WellFormed(const RlSwBuffer &buffer) noexcept
+{
+	if (buffer.count < 0 || buffer.count > RL_SW_BUFFER_ENTRIES)
+		return false;
+	for (int32_t i = 0; i < buffer.count; i++)
+	{
+		const RlSwEntry &entry = buffer.entries[i];
+		if (entry.cost < 1 || entry.cost > RL_MAX_LIMIT ||
+			(i > 0 && entry.time_us < buffer.entries[i - 1].time_us))
+			return false;
+	}
+	return true;
+}
+
+// Whether no entry is left in the trailing period (no chunk needs reading
+// to tell: the newest entry has left it, or there is none).
+bool NothingLive(const RlSlidingWindowState &state, uint32_t chunk_count, Wide horizon) noexcept
+{
+	return (state.front.count == 0 && chunk_count == 0 && state.back.count == 0) ||
+		static_cast<Wide>(state.newest_us) <= horizon;
+}
+
+// Takes up to cost off the newest entries still in the trailing period,
+// dropping those that reach 0; returns how much it took.  An entry's
+// encoding only shrinks as its cost does (the caller recounts the bytes).
+int64_t TakeOffNewest(RlSwBuffer *buffer, Wide horizon, int64_t cost) noexcept
+{
+	int64_t taken = 0;
+	while (taken < cost && buffer->count > 0)
+	{
+		RlSwEntry &newest = buffer->entries[buffer->count - 1];
+		if (newest.time_us <= horizon)
+			break;				// so is every older entry
+		const int64_t share = std::min(newest.cost, cost - taken);
+		taken += share;
+		newest.cost -= share;
+		if (newest.cost > 0)
+			break;
+		buffer->count--;
+	}
+	return taken;
+}
+
+// The cost in the trailing period as rl_sw_take counts it, without reading
+// a chunk: the expired entries ahead of the first one still in the period
+// are counted out, oldest first.  Where that would go past the front into
+// the sealed chunks, their entries count as still in the period, so
+// remaining is never overstated.
+int64_t AdmittedWithoutChunks(const RlSlidingWindowState &state, uint32_t chunk_count,
+							  Wide horizon) noexcept
+{
+	if (NothingLive(state, chunk_count, horizon))
+		return 0;
+	int64_t admitted = std::clamp<int64_t>(state.admitted, 0, RL_MAX_LIMIT);
+	for (const RlSwBuffer *buffer : {&state.front, &state.back})
+	{
+		for (int32_t i = 0; i < buffer->count; i++)
+		{
+			if (buffer->entries[i].time_us > horizon)
+				return admitted;
+			admitted = std::max<int64_t>(0, admitted - buffer->entries[i].cost);
+		}
+		if (chunk_count > 0)
+			return admitted;
+	}
+	return 0;					// every entry expired (a newest_us edited by hand)
+}
+
+// What a decision reports of the allowance, from the cost still in the
+// trailing period after it.
+void ReportAllowance(const RlZoneLimit &limit, int64_t admitted, int64_t newest_us,
+					 int64_t now_us, RlDecision *decision) noexcept
+{
+	decision->remaining = std::max<int64_t>(0, limit.rate - admitted);
+	decision->reset_after_us = admitted > 0
+		? static_cast<int64_t>(std::max<Wide>(0, static_cast<Wide>(newest_us) + limit.period_us - now_us))
+		: 0;
+}
+
 }  // namespace
 
 extern "C" void
@@ -283,9 +363,7 @@ rl_sw_take(const RlZoneLimit *limit, RlSlidingWindowState *state, int64_t now_us
 	// overflowing as expired costs are taken off (it is repaired below).
 	next.admitted = std::clamp<int64_t>(next.admitted, 0, RL_MAX_LIMIT);
 
-	if (next.front.count == 0 && chunk_count == 0 && next.back.count == 0)
-		next.admitted = 0;
-	else if (static_cast<Wide>(next.newest_us) <= horizon)
+	if (NothingLive(next, chunk_count, horizon))
 	{
 		// Everything expired: no need to read a single chunk.
 		consumed = static_cast<int32_t>(chunk_count);
@@ -399,16 +477,60 @@ rl_sw_take(const RlZoneLimit *limit, RlSlidingWindowState *state, int64_t now_us
 		decision.state_changed = true;
 	}
 
-	decision.remaining = std::max<int64_t>(0, limit->rate - next.admitted);
-	decision.reset_after_us = next.admitted > 0
-		? static_cast<int64_t>(std::max<Wide>(0, static_cast<Wide>(next.newest_us) + limit->period_us - now_us))
-		: 0;
+	ReportAllowance(*limit, next.admitted, next.newest_us, now_us, &decision);
 	if (decision.state_changed)
 	{
 		result->consumed_chunks = consumed;
 		result->consumed_from = state->first_chunk;
 		*state = next;
 	}
+	return true;
+}
+
+extern "C" bool
+rl_sw_refund(const RlZoneLimit *limit, RlSlidingWindowState *state, int64_t now_us,
+			 int64_t cost, RlDecision *decision) noexcept
+{
+	*decision = RlDecision{};
+	if (!WellFormed(state->front) || !WellFormed(state->back))
+		return false;
+	decision->allowed = true;	// a refund is never refused
+	decision->capacity = limit->rate;
+	// The clock never runs backwards for a key.
+	now_us = std::max(now_us, state->stamp_us);
+	decision->decided_at_us = now_us;
+	const Wide horizon = static_cast<Wide>(now_us) - limit->period_us;
+	const uint32_t chunk_count = rl_sw_chunk_count(state);
+
+	if (cost > 0 && !NothingLive(*state, chunk_count, horizon))
+	{
+		RlSlidingWindowState next = *state;
+		int64_t refunded = TakeOffNewest(&next.back, horizon, cost);
+		// Past the chunks, which stay as sealed: the front's entries are
+		// older, so giving their cost back frees less, never more.
+		if (refunded < cost && next.back.count == 0)
+			refunded += TakeOffNewest(&next.front, horizon, cost - refunded);
+		if (refunded > 0)
+		{
+			// Both recounted: a front decoded from a longer (non-minimal)
+			// encoding would otherwise store a length its entries no longer
+			// take.
+			next.front.bytes = EncodedSize(next.front);
+			next.back.bytes = EncodedSize(next.back);
+			next.admitted = std::max<int64_t>(0, std::clamp<int64_t>(next.admitted, 0, RL_MAX_LIMIT) - refunded);
+			// With the back emptied and chunks left, the newest entry is in a
+			// chunk: the old time stays, an upper bound (a reset reported
+			// later than it comes, never earlier).
+			const RlSwBuffer &newest = next.back.count > 0 ? next.back : next.front;
+			if (newest.count > 0 && (chunk_count == 0 || &newest == &next.back))
+				next.newest_us = newest.entries[newest.count - 1].time_us;
+			next.stamp_us = now_us;
+			*state = next;
+			decision->state_changed = true;
+		}
+	}
+	ReportAllowance(*limit, AdmittedWithoutChunks(*state, chunk_count, horizon), state->newest_us,
+					now_us, decision);
 	return true;
 }
 

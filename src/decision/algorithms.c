@@ -125,7 +125,7 @@ RlDecideSlidingWindow(const RlStateRow *prior, RlStateRow *next, void *arg, RlSt
 		}
 	}
 	call->decision = result->decision;
-	if (!result->decision.state_changed)
+	if (!result->decision.state_changed && !call->holding)
 		return false;
 
 	header = palloc(VARHDRSZ + RL_SW_MAX_HEADER_BYTES);
@@ -136,6 +136,90 @@ RlDecideSlidingWindow(const RlStateRow *prior, RlStateRow *next, void *arg, RlSt
 	next->counter = rl_sw_chunk_count(window);
 	next->entries = header;
 	next->refill_pending = false;
+	return true;
+}
+
+bool
+RlRefundCounter(const RlStateRow *prior, RlStateRow *next, void *arg, RlStateAccess *access)
+{
+	RlCall	   *call = (RlCall *) arg;
+	const RlZoneLimit *limit = &call->request.limit.zone;
+	RlCounterState prior_state;
+	RlCounterState next_state;
+
+	if (prior == NULL)
+	{
+		/* A key never seen is full: what a call of cost 0 sees. */
+		call->decision = rl_counter_take(limit, NULL, call->request.now, 0, &next_state);
+		return false;
+	}
+	prior_state.a = prior->tokens;
+	prior_state.fraction = prior->fraction;
+	prior_state.stamp_us = prior->stamp;
+	prior_state.b = prior->counter;
+	call->decision = rl_counter_refund(limit, &prior_state, call->request.now, call->cost,
+									   &next_state);
+	next->tokens = next_state.a;
+	next->fraction = next_state.fraction;
+	next->stamp = next_state.stamp_us;
+	next->counter = next_state.b;
+	next->entries = NULL;
+	next->refill_pending = rl_counter_needs_refill(limit, &next_state);
+	return call->decision.state_changed;
+}
+
+bool
+RlRefundSlidingWindow(const RlStateRow *prior, RlStateRow *next, void *arg, RlStateAccess *access)
+{
+	RlCall	   *call = (RlCall *) arg;
+	RlSlidingWindowState *window = call->window;
+	bytea	   *header;
+
+	if (prior == NULL)
+	{
+		int64		cost = call->cost;
+
+		call->cost = 0;
+		(void) RlDecideSlidingWindow(NULL, next, arg, access);
+		call->cost = cost;
+		return false;
+	}
+	if (prior->entries == NULL ||
+		!rl_sw_decode_header((const uint8_t *) VARDATA_ANY(prior->entries),
+							 VARSIZE_ANY_EXHDR(prior->entries),
+							 prior->tokens, prior->stamp, window) ||
+		!rl_sw_refund(&call->request.limit.zone, window, call->request.now, call->cost,
+					  &call->decision))
+		ReportCorruptState(call);
+	if (!call->decision.state_changed)
+		return false;
+	header = palloc(VARHDRSZ + RL_SW_MAX_HEADER_BYTES);
+	SET_VARSIZE(header, VARHDRSZ + rl_sw_encode_header(window, (uint8_t *) VARDATA(header)));
+	next->tokens = window->admitted;
+	next->fraction = 0.0;
+	next->stamp = window->stamp_us;
+	next->counter = rl_sw_chunk_count(window);
+	next->entries = header;
+	next->refill_pending = false;
+	return true;
+}
+
+bool
+RlHoldKey(const RlStateRow *prior, RlStateRow *next, void *arg, RlStateAccess *access)
+{
+	RlCall	   *call = (RlCall *) arg;
+	RlDecision	decision = call->decision;
+	int64		cost = call->cost;
+
+	if (prior != NULL)
+		return false;
+	/* A call of cost 0 on a key never seen: its next state is that key's. */
+	call->cost = 0;
+	call->holding = true;
+	(void) call->algorithm(NULL, next, arg, access);
+	call->holding = false;
+	call->cost = cost;
+	call->decision = decision;
 	return true;
 }
 

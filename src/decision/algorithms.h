@@ -22,6 +22,25 @@ extern bool RlDecideCounter(const RlStateRow *prior, RlStateRow *next, void *arg
 extern bool RlDecideSlidingWindow(const RlStateRow *prior, RlStateRow *next, void *arg,
 								  RlStateAccess *access);
 
+/*
+ * Refunds: give call->cost back to the key (never beyond a full allowance);
+ * call->decision is what a call of cost 0 sees afterwards.  A key without
+ * state is full: nothing to give back.
+ */
+extern bool RlRefundCounter(const RlStateRow *prior, RlStateRow *next, void *arg,
+							RlStateAccess *access);
+extern bool RlRefundSlidingWindow(const RlStateRow *prior, RlStateRow *next, void *arg,
+								  RlStateAccess *access);
+
+/*
+ * Holds a key for a decision taken together with others (rl_limit over
+ * several zones): a key without state gets the state of a key never seen,
+ * which decides exactly as no state does, so that the store holds it (a
+ * row lock, an entry); a key with state stays as it is.  Decides nothing.
+ */
+extern bool RlHoldKey(const RlStateRow *prior, RlStateRow *next, void *arg,
+					  RlStateAccess *access);
+
 /* Writes the chunks a sliding-window decision sealed or emptied. */
 extern void RlApplyChunkChanges(const RlCall *call, const RlStore *store);
 

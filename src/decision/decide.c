@@ -53,6 +53,10 @@ RlPrepareZoneCall(RlCall *call, text *zone_name, text *key, int64 cost, bool che
 	call->cost = cost;
 	call->history = zone.history;
 	call->shadow = zone.shadow;
+	call->is_zone = true;
+	call->rate = (Numeric) palloc(VARSIZE(zone.rate.bytes));
+	memcpy(call->rate, zone.rate.bytes, VARSIZE(zone.rate.bytes));
+	call->period = zone.period;
 	if (check_cost)
 		CheckCost(call);
 }
@@ -179,6 +183,7 @@ RlTake(RlCall *call, const char *function)
 
 	RequireWritable(call, store, function);
 	algorithm = AlgorithmOf(call);
+	call->algorithm = algorithm;
 	call->request.now = RlNow();
 	if (store->update(&call->request, algorithm, call) == RL_STORE_NO_ROOM)
 		store->no_room(&call->decision, call->what);
@@ -191,12 +196,302 @@ RlTake(RlCall *call, const char *function)
 }
 
 void
+RlRefund(RlCall *call, const char *function)
+{
+	const RlStore *store = LocatedStore(call);
+	RlDecideFn	refund;
+
+	RequireWritable(call, store, function);
+	if (call->cost < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cost must not be negative"),
+				 errdetail("cost is " INT64_FORMAT ".", call->cost)));
+	(void) AlgorithmOf(call);	/* allocates the sliding window's state */
+	refund = IsSlidingWindow(call) ? RlRefundSlidingWindow : RlRefundCounter;
+	call->request.now = RlNow();
+	/* A refund never needs room: a key without state has nothing to get back. */
+	(void) store->update(&call->request, refund, call);
+	if (call->history)
+	{
+		/* In the history as a negative cost, so that sums stay true. */
+		call->cost = -call->cost;
+		RecordHistory(call);
+		call->cost = -call->cost;
+	}
+	call->would_allow = true;
+	call->decision.allowed = true;
+}
+
+/* ---- Several zones, one decision ---- */
+
+/* One store's share of a call on several zones. */
+typedef struct StoreShare
+{
+	const RlStore *store;
+	int			n;
+	RlCall	  **calls;
+	RlStoreCall **requests;
+	void	  **args;
+	RlDecideFn *decide;
+	RlStoreOutcome *outcomes;
+} StoreShare;
+
+typedef struct Together
+{
+	RlCall	   *calls;
+	int			ncalls;
+	StoreShare	outer;			/* held and decided first: the table store's keys */
+	StoreShare	inner;			/* decided inside outer's admit: the shmem store's */
+	bool		inner_no_room;
+} Together;
+
+/* Every zone decided so far admits (a shadow zone's refusal lets it through). */
+static bool
+DecidedAdmit(const Together *together)
+{
+	for (int i = 0; i < together->ncalls; i++)
+	{
+		const RlCall *call = &together->calls[i];
+
+		if (call->decided && !call->excluded && !call->decision.allowed && !call->shadow)
+			return false;
+	}
+	return true;
+}
+
+/* The inner store's admit: the last to decide, under its spinlocks. */
+static bool
+AdmitAll(void *arg)
+{
+	return DecidedAdmit((const Together *) arg);
+}
+
+/* The outer store's admit: its own zones, then the inner store's as one. */
+static bool
+AdmitOuterThenInner(void *arg)
+{
+	Together   *together = (Together *) arg;
+	StoreShare *inner = &together->inner;
+
+	if (!DecidedAdmit(together))
+		return false;
+	if (inner->n == 0)
+		return true;
+	if (inner->store->update_together(inner->requests, inner->args, inner->n, inner->decide,
+									  RlHoldKey, AdmitAll, together, inner->outcomes))
+		return true;
+	for (int i = 0; i < inner->n; i++)
+		if (inner->outcomes[i] == RL_STORE_NO_ROOM)
+			together->inner_no_room = true;
+	return false;
+}
+
+/* Runs the zone's algorithm and notes that it ran. */
+static bool
+DecideAndNote(const RlStateRow *prior, RlStateRow *next, void *arg, RlStateAccess *access)
+{
+	RlCall	   *call = (RlCall *) arg;
+	bool		changed = call->algorithm(prior, next, arg, access);
+
+	call->decided = true;
+	return changed;
+}
+
+static void
+ShareCalls(StoreShare *share, RlCall *calls, int ncalls, bool tables)
+{
+	share->n = 0;
+	share->calls = palloc(sizeof(RlCall *) * ncalls);
+	share->requests = palloc(sizeof(RlStoreCall *) * ncalls);
+	share->args = palloc(sizeof(void *) * ncalls);
+	share->decide = palloc(sizeof(RlDecideFn) * ncalls);
+	share->outcomes = palloc(sizeof(RlStoreOutcome) * ncalls);
+	for (int i = 0; i < ncalls; i++)
+	{
+		RlCall	   *call = &calls[i];
+
+		if (call->excluded || call->located_in->writes_tables != tables)
+			continue;
+		share->store = call->located_in;
+		share->calls[share->n] = call;
+		share->requests[share->n] = &call->request;
+		share->args[share->n] = call;
+		share->decide[share->n] = DecideAndNote;
+		share->n++;
+	}
+}
+
+/*
+ * The most restrictive zone: of the refusing ones, the longest wait (one
+ * that no time can be promised for first); else the fewest left, then the
+ * longest until full.
+ */
+static int
+MostRestrictive(const RlCall *calls, int ncalls, bool admitted)
+{
+	int			best = -1;
+
+	for (int i = 0; i < ncalls; i++)
+	{
+		const RlDecision *d = &calls[i].decision;
+
+		if (!calls[i].decided)
+			continue;
+		if (best < 0)
+		{
+			best = i;
+			continue;
+		}
+		if (!admitted)
+		{
+			const RlDecision *b = &calls[best].decision;
+			bool		refuses = !d->allowed && !calls[i].shadow;
+			bool		best_refuses = !b->allowed && !calls[best].shadow;
+
+			if (refuses != best_refuses)
+			{
+				if (refuses)
+					best = i;
+				continue;
+			}
+			if (b->retry_after_us >= 0 &&
+				(d->retry_after_us < 0 || d->retry_after_us > b->retry_after_us))
+				best = i;
+		}
+		else if (d->remaining < calls[best].decision.remaining ||
+				 (d->remaining == calls[best].decision.remaining &&
+				  d->reset_after_us > calls[best].decision.reset_after_us))
+			best = i;
+	}
+	return best < 0 ? 0 : best;
+}
+
+/* Row locks in one order (the zones'), so that two such calls never deadlock. */
+static int
+CompareZoneIds(const void *a, const void *b)
+{
+	int32		x = ((const RlCall *) a)->request.key.zone_id;
+	int32		y = ((const RlCall *) b)->request.key.zone_id;
+
+	return x < y ? -1 : x > y;
+}
+
+int
+RlTakeTogether(RlCall *calls, int ncalls, const char *function)
+{
+	Together	together;
+	TimestampTz now = RlNow();
+	bool		admitted = false;
+	bool		would_allow = true;
+	int			chosen;
+
+	qsort(calls, ncalls, sizeof(RlCall), CompareZoneIds);
+	for (int i = 0; i < ncalls; i++)
+	{
+		RlCall	   *call = &calls[i];
+
+		(void) LocatedStore(call);
+		RequireWritable(call, call->located_in, function);
+		call->algorithm = AlgorithmOf(call);
+		call->request.now = now;	/* one instant for every zone */
+	}
+	together.calls = calls;
+	together.ncalls = ncalls;
+	for (;;)
+	{
+		ShareCalls(&together.outer, calls, ncalls, true);
+		ShareCalls(&together.inner, calls, ncalls, false);
+		together.inner_no_room = false;
+		for (int i = 0; i < ncalls; i++)
+			calls[i].decided = false;
+		if (together.outer.n == 0 && together.inner.n == 0)
+		{
+			admitted = true;	/* every key found no room and was let through */
+			break;
+		}
+		if (together.outer.n > 0)
+			admitted = together.outer.store->update_together(together.outer.requests,
+															 together.outer.args, together.outer.n,
+															 together.outer.decide, RlHoldKey,
+															 AdmitOuterThenInner, &together,
+															 together.outer.outcomes);
+		else
+		{
+			/* Only shmem zones: their store's share is the whole call. */
+			admitted = together.inner.store->update_together(together.inner.requests,
+															 together.inner.args, together.inner.n,
+															 together.inner.decide, RlHoldKey,
+															 AdmitAll, &together,
+															 together.inner.outcomes);
+			for (int i = 0; i < together.inner.n; i++)
+				if (together.inner.outcomes[i] == RL_STORE_NO_ROOM)
+					together.inner_no_room = true;
+		}
+		if (!together.inner_no_room)
+			break;
+		/*
+		 * A key found no room: the full policy says what its call gets.
+		 * Refused: so is the whole call, and nothing is charged.  Let
+		 * through: the key is decided as a new one, unstored, and the other
+		 * zones decide again without it.
+		 */
+		for (int i = 0; i < together.inner.n; i++)
+		{
+			RlCall	   *call = together.inner.calls[i];
+
+			if (together.inner.outcomes[i] != RL_STORE_NO_ROOM)
+				continue;
+			(void) call->algorithm(NULL, &(RlStateRow) {0}, call, NULL);
+			call->located_in->no_room(&call->decision, call->what);
+			call->decided = true;
+			call->excluded = true;
+			if (!call->decision.allowed && !call->shadow)
+			{
+				admitted = false;
+				goto decided;
+			}
+		}
+	}
+decided:
+	for (int i = 0; i < ncalls; i++)
+	{
+		RlCall	   *call = &calls[i];
+
+		if (admitted && IsSlidingWindow(call) && call->decision.state_changed && !call->excluded)
+			RlApplyChunkChanges(call, call->located_in);
+		would_allow = would_allow && (!call->decided || call->decision.allowed);
+	}
+	chosen = MostRestrictive(calls, ncalls, admitted);
+	for (int i = 0; i < ncalls; i++)
+	{
+		RlCall	   *call = &calls[i];
+		bool		decision_allowed = call->decision.allowed;
+
+		/* Each zone counts and records the call as it went: charged or not. */
+		if (!call->decided)
+			call->decision.decided_at_us = call->request.now;
+		call->decision.allowed = admitted;
+		RlCountDecision(call->request.key.zone_id, admitted);
+		if (call->history)
+			RecordHistory(call);
+		call->decision.allowed = decision_allowed;
+	}
+	calls[chosen].would_allow = would_allow;
+	calls[chosen].decision.allowed = admitted;
+	if (!admitted)
+		calls[chosen].would_allow = false;
+	return chosen;
+}
+
+void
 RlPeek(RlCall *call)
 {
 	const RlStore *store = LocatedStore(call);
 	RlDecideFn	algorithm;
 
 	algorithm = AlgorithmOf(call);
+	call->algorithm = algorithm;
 	call->request.now = RlNow();
 	store->read(&call->request, algorithm, call);
 	/* Nothing was taken. */

@@ -15,12 +15,19 @@
 typedef struct RlCall
 {
 	const char *what;			/* the zone's name, or the function's: for messages */
+	bool		is_zone;		/* what names a zone */
+	Numeric		rate;			/* the limit as defined, for rl_result */
+	Interval	period;
 	RlStoreKind store;
 	RlStoreCall request;		/* key, limit, now */
 	int64		cost;
 	bool		history;		/* record the call in ratelimit.history */
 	bool		shadow;			/* decide and count, refuse nothing */
 	const RlStore *located_in;	/* the store told the key (RlLocate); NULL: not yet */
+	RlDecideFn	algorithm;		/* the call's decide callback (set by RlTake and kin) */
+	bool		holding;		/* RlHoldKey runs the algorithm: encode the state */
+	bool		decided;		/* RlTakeTogether: this zone's decide has run */
+	bool		excluded;		/* RlTakeTogether: no room for the key, and let through */
 
 	/* the outcome */
 	RlDecision	decision;		/* allowed is true in shadow mode */
@@ -52,6 +59,16 @@ extern void RlLocate(RlCall *call);
 
 /* Decides, takes cost when admitted, counts, records: rl_limit and its kin. */
 extern void RlTake(RlCall *call, const char *function);
+
+/*
+ * One call on several zones (rl_limit(zones[], ...)): admitted only if
+ * every zone admits; when one refuses, none is charged.  Each calls[i] is
+ * prepared on its zone; returns the index of the most restrictive.
+ */
+extern int	RlTakeTogether(RlCall *calls, int ncalls, const char *function);
+
+/* Gives call->cost back to the key (rl_refund); never beyond full. */
+extern void RlRefund(RlCall *call, const char *function);
 
 /* Decides as RlTake would, taking nothing (rl_peek). */
 extern void RlPeek(RlCall *call);

@@ -77,13 +77,116 @@ IntervalMicros(const Interval *interval, int64 *micros)
 	return true;
 }
 
+/* The largest number of decimals a rate may have: a millionth of a request. */
+#define RL_RATE_MAX_DECIMALS 6
+
+/*
+ * A rate as whole requests: rate = whole / multiplier, with the smallest
+ * multiplier (5.5 is 11 / 2).  Raises the errors of a rate that is not a
+ * positive number of at most RL_RATE_MAX_DECIMALS decimals and 2^53.
+ */
+static void
+WholeRate(Numeric rate, int64 *whole, int64 *multiplier, int64 *integer_part)
+{
+	char	   *text = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(rate)));
+	const char *integral_digits = text;
+	const char *point;
+	int			integral_len;
+	int			decimals;
+	int64		integral = 0;
+	int64		fraction = 0;
+	int64		denominator = 1;
+	int64		numerator;
+	int64		a;
+	int64		b;
+
+	/* numeric_out writes -?digits[.digits], NaN or [-]Infinity. */
+	if (*text == '-' || strspn(text, "0.") == strlen(text))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("rate must be greater than zero"),
+				 errdetail("rate is %s.", text)));
+	if (!isdigit((unsigned char) *text))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("rate must be a finite number"),
+				 errdetail("rate is %s.", text)));
+	point = strchr(text, '.');
+	integral_len = point != NULL ? (int) (point - text) : (int) strlen(text);
+	decimals = point != NULL ? (int) strlen(point + 1) : 0;
+	while (decimals > 0 && point[decimals] == '0')
+		decimals--;
+	while (integral_len > 1 && *integral_digits == '0')
+	{
+		integral_digits++;
+		integral_len--;
+	}
+	if (decimals > RL_RATE_MAX_DECIMALS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("rate has more than %d decimals", RL_RATE_MAX_DECIMALS),
+				 errdetail("rate is %s.", text),
+				 errhint("A zone counts at most a millionth of a request.")));
+	/* 2^53 has 16 digits: no more, and the checks below need no wider type. */
+	if (integral_len > 16)
+		integral = RL_MAX_LIMIT + 1;
+	else
+		for (int i = 0; i < integral_len; i++)
+			integral = integral * 10 + (integral_digits[i] - '0');
+	for (int i = 1; i <= decimals; i++)
+	{
+		fraction = fraction * 10 + (point[i] - '0');
+		denominator *= 10;
+	}
+	if (integral > RL_MAX_LIMIT)
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("rate is out of range"),
+				 errdetail("rate is %s; the largest is " INT64_FORMAT ".", text, RL_MAX_LIMIT)));
+	/* Lowest terms: 5.5 is 11 / 2, not 55 / 10. */
+	a = fraction;
+	b = denominator;
+	while (b != 0)
+	{
+		int64		r = a % b;
+
+		a = b;
+		b = r;
+	}
+	denominator /= a;
+	numerator = fraction / a;
+	/* integral * denominator + numerator, which may pass 2^53 */
+	if (integral > (RL_MAX_LIMIT - numerator) / denominator)
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("rate is out of range"),
+				 errdetail("rate %s is counted as whole requests over " INT64_FORMAT
+						   " periods; that count must be at most " INT64_FORMAT ".",
+						   text, denominator, RL_MAX_LIMIT)));
+	*whole = integral * denominator + numerator;
+	*multiplier = denominator;
+	*integer_part = integral;
+}
+
+/* An interval of micros, as interval_out writes it. */
+static char *
+MicrosText(int64 micros)
+{
+	Interval	interval = {.time = micros, .day = 0, .month = 0};
+
+	return DatumGetCString(DirectFunctionCall1(interval_out, IntervalPGetDatum(&interval)));
+}
+
 void
-RlCheckZoneDefinition(const char *algorithm_name, bool rate_null, int64 rate,
+RlCheckZoneDefinition(const char *algorithm_name, Numeric rate,
 					const Interval *period, bool burst_null, int64 burst,
 					const char *store, RlZoneLimit *limit)
 {
 	RlAlgorithm algorithm;
 	int64		period_us = 0;
+	int64		whole_rate;
+	int64		multiplier;
+	int64		integer_part;
 
 	if (algorithm_name == NULL)
 		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
@@ -93,7 +196,7 @@ RlCheckZoneDefinition(const char *algorithm_name, bool rate_null, int64 rate,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("unknown rate-limit algorithm \"%s\"", RlMessageText(algorithm_name)),
 				 errhint("Use token_bucket, gcra, sliding_window, sliding_window_counter or fixed_window.")));
-	if (rate_null)
+	if (rate == NULL)
 		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 						errmsg("rate must not be null")));
 	if (period == NULL)
@@ -120,17 +223,42 @@ RlCheckZoneDefinition(const char *algorithm_name, bool rate_null, int64 rate,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("burst must be greater than zero"),
 				 errdetail("burst is " INT64_FORMAT ".", burst)));
-	if (rate <= 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("rate must be greater than zero"),
-				 errdetail("rate is " INT64_FORMAT ".", rate)));
+	WholeRate(rate, &whole_rate, &multiplier, &integer_part);
 	if (!IntervalMicros(period, &period_us))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("period must be greater than zero and at most 285 years")));
+	if (multiplier > 1)
+	{
+		char	   *rate_text = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(rate)));
 
-	switch (rl_zone_limit(algorithm, rate, period_us, burst_null ? -1 : burst, limit))
+		/* A window counts whole requests: a longer window is another limit. */
+		if (algorithm != RL_ALGORITHM_TOKEN_BUCKET && algorithm != RL_ALGORITHM_GCRA)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("a %s zone needs a whole rate", algorithm_name),
+					 errdetail("rate is %s; a window admits whole requests.", rate_text),
+					 errhint("%s per %s is " INT64_FORMAT " per %s: use that window, "
+							 "or token_bucket or gcra, which take fractional rates.",
+							 rate_text, MicrosText(period_us), whole_rate,
+							 period_us <= RL_MAX_PERIOD_US / multiplier
+							 ? MicrosText(period_us * multiplier) : "more than 285 years")));
+		if (period_us > RL_MAX_PERIOD_US / multiplier)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("period is too long for a rate of %s", rate_text),
+					 errdetail("A fractional rate is counted as " INT64_FORMAT " per " INT64_FORMAT
+							   " periods, which must be at most 285 years.", whole_rate, multiplier)));
+		period_us *= multiplier;
+		/* The capacity defaults to the whole requests of one period, at least one. */
+		if (burst_null)
+		{
+			burst_null = false;
+			burst = Max(integer_part, 1);
+		}
+	}
+
+	switch (rl_zone_limit(algorithm, whole_rate, period_us, burst_null ? -1 : burst, limit))
 	{
 		case RL_ZONE_OK:
 			return;
@@ -138,8 +266,8 @@ RlCheckZoneDefinition(const char *algorithm_name, bool rate_null, int64 rate,
 			ereport(ERROR,
 					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 					 errmsg("rate is out of range"),
-					 errdetail("rate is " INT64_FORMAT "; the largest is " INT64_FORMAT ".",
-							   rate, RL_MAX_LIMIT)));
+					 errdetail("rate is " INT64_FORMAT " per period; the largest is " INT64_FORMAT ".",
+							   whole_rate, RL_MAX_LIMIT)));
 			break;
 		case RL_ZONE_PERIOD_INVALID:
 			ereport(ERROR,
@@ -162,7 +290,7 @@ RlCheckZoneDefinition(const char *algorithm_name, bool rate_null, int64 rate,
 		case RL_ZONE_LIMIT_TOO_LARGE_FOR_EXACT:
 			ereport(ERROR,
 					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-					 errmsg("rate " INT64_FORMAT " is too large for an exact sliding window", rate),
+					 errmsg("rate " INT64_FORMAT " is too large for an exact sliding window", whole_rate),
 					 errdetail("An exact sliding window keeps every admission; its largest rate is "
 							   INT64_FORMAT ".", RL_SLIDING_WINDOW_MAX_LIMIT),
 					 errhint("Use sliding_window_counter, which keeps two counters.")));
@@ -239,18 +367,23 @@ LoadZone(const char *name, RlZone *zone)
 		int64		burst;
 		Datum		algorithm = SPI_getbinval(tuple, desc, 2, &isnull);
 		Datum		store = SPI_getbinval(tuple, desc, 6, &isnull);
+		Numeric		rate = DatumGetNumeric(SPI_getbinval(tuple, desc, 3, &isnull));
+		Interval   *period = DatumGetIntervalP(SPI_getbinval(tuple, desc, 4, &isnull));
 
 		burst = DatumGetInt64(SPI_getbinval(tuple, desc, 5, &burst_null));
 		zone->zone_id = DatumGetInt32(SPI_getbinval(tuple, desc, 1, &isnull));
 		zone->history = DatumGetBool(SPI_getbinval(tuple, desc, 7, &isnull));
 		zone->shadow = DatumGetBool(SPI_getbinval(tuple, desc, 10, &isnull));
+
 		zone->store = strcmp(TextDatumGetCString(store), "shmem") == 0
 			? RL_STORE_SHMEM : RL_STORE_TABLE;
 		/* The table's CHECKs are looser than the algorithms: check again. */
-		RlCheckZoneDefinition(TextDatumGetCString(algorithm), false,
-							DatumGetInt64(SPI_getbinval(tuple, desc, 3, &isnull)),
-							DatumGetIntervalP(SPI_getbinval(tuple, desc, 4, &isnull)),
+		RlCheckZoneDefinition(TextDatumGetCString(algorithm), rate, period,
 							burst_null, burst, TextDatumGetCString(store), &zone->limit);
+		if (VARSIZE(rate) > sizeof(zone->rate))
+			elog(ERROR, "rate of zone \"%s\" takes %u bytes", name, (unsigned) VARSIZE(rate));
+		memcpy(zone->rate.bytes, rate, VARSIZE(rate));
+		zone->period = *period;
 		if (strcmp(TextDatumGetCString(SPI_getbinval(tuple, desc, 8, &isnull)), "cron") == 0 &&
 			zone->limit.algorithm == RL_ALGORITHM_TOKEN_BUCKET && zone->store == RL_STORE_TABLE)
 		{

@@ -8,18 +8,31 @@
 
 #include "postgres.h"
 
+#include "utils/numeric.h"
+#include "utils/timestamp.h"
+
 #include "core/rl_core.h"
 #include "store/store.h"
 
 #define RL_MAX_ZONE_BYTES 128
 
+/* Room for a zone's rate as a numeric (at most 2^53 with 6 decimals). */
+#define RL_RATE_NUMERIC_BYTES 32
+
 typedef struct RlZone
 {
 	int32		zone_id;
-	RlZoneLimit limit;
+	RlZoneLimit limit;			/* in whole requests: 5.5 per second is 11 per 2 s */
 	RlStoreKind store;
 	bool		history;
 	bool		shadow;			/* decide and count, refuse nothing */
+	/* the rate and period as defined, for rl_result */
+	union
+	{
+		int32		align;		/* a varlena's header is an int32 */
+		char		bytes[RL_RATE_NUMERIC_BYTES];
+	}			rate;
+	Interval	period;
 } RlZone;
 
 /* Copies the zone named name into *zone; 42704 when there is none. */
@@ -27,9 +40,10 @@ extern void RlLookupZone(text *name, RlZone *zone);
 
 /*
  * Validates a zone definition (NULLs given as such), raising precise
- * errors; fills *limit.
+ * errors; fills *limit.  A fractional rate (token_bucket and gcra only) is
+ * kept exact as whole requests over a multiple of the period.
  */
-extern void RlCheckZoneDefinition(const char *algorithm_name, bool rate_null, int64 rate,
+extern void RlCheckZoneDefinition(const char *algorithm_name, Numeric rate,
 								  const Interval *period, bool burst_null, int64 burst,
 								  const char *store, RlZoneLimit *limit);
 

@@ -18,8 +18,8 @@
 #include "store/shmem_layout.h"
 #include "store/shmem_store.h"
 
-static void
-RequireShmem(void)
+void
+RlRequireShmemStore(void)
 {
 	if (rl_shmem == NULL)
 		ereport(ERROR,
@@ -168,7 +168,7 @@ ShmemDecide(RlStoreCall *call, RlDecideFn decide, void *arg, bool peek)
 	WayRef		reserved = 0;	/* a way lent by another set, not linked yet */
 	int			index;
 
-	RequireShmem();
+	RlRequireShmemStore();
 	MakeShmemKey(key, call->located_hash, &skey);
 
 retry:
@@ -255,6 +255,128 @@ retry:
 	return outcome;
 }
 
+/* The entry of key in the set at index, which the caller holds locked. */
+static ShmemEntry *
+FindLocked(ShmemSet *set, uint32 index, const ShmemKey *key)
+{
+	int			way = FindInSet(set, key);
+
+	if (way >= 0)
+		return &set->entries[way];
+	if (rl_overflow_heads[index] != 0)
+	{
+		WayRef	   *link = RlFindInChain(index, key);
+
+		if (link != NULL)
+			return ForeignEntry(*link);
+	}
+	return NULL;
+}
+
+static int
+CompareSetIndexes(const void *a, const void *b)
+{
+	uint32		x = *(const uint32 *) a;
+	uint32		y = *(const uint32 *) b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Holding a key can lose to an eviction in between only so often. */
+#define MAX_HOLD_ATTEMPTS 8
+
+/*
+ * Every key gets an entry first (hold); then the sets of all keys are
+ * locked at once, in ascending order as a split locks its two sets, so no
+ * two backends wait for each other.  A key evicted or moved by a split
+ * between the two steps sends us round again.
+ */
+static bool
+ShmemUpdateTogether(RlStoreCall **calls, void **args, int n, RlDecideFn *decide,
+					RlDecideFn hold, RlAdmitFn admit, void *admit_arg,
+					RlStoreOutcome *outcomes)
+{
+	ShmemKey   *keys = palloc(sizeof(ShmemKey) * n);
+	uint32	   *key_sets = palloc(sizeof(uint32) * n);
+	uint32	   *sets = palloc(sizeof(uint32) * n);
+	ShmemEntry **entries = palloc(sizeof(ShmemEntry *) * n);
+	RlStateRow *next = palloc(sizeof(RlStateRow) * n);
+	bool	   *changed = palloc(sizeof(bool) * n);
+
+	RlRequireShmemStore();
+	for (int i = 0; i < n; i++)
+	{
+		MakeShmemKey(&calls[i]->key, calls[i]->located_hash, &keys[i]);
+		outcomes[i] = RL_STORE_DECIDED;
+	}
+	for (int attempt = 0;; attempt++)
+	{
+		bool		no_room = false;
+		bool		lost = false;
+		bool		admitted;
+		uint64		shape;
+		int			nsets = 0;
+
+		for (int i = 0; i < n; i++)
+		{
+			if (ShmemDecide(calls[i], hold, args[i], false) == RL_STORE_NO_ROOM)
+			{
+				outcomes[i] = RL_STORE_NO_ROOM;
+				no_room = true;
+			}
+		}
+		if (no_room)
+			return false;
+
+		shape = pg_atomic_read_u64(&rl_shmem->shape);
+		for (int i = 0; i < n; i++)
+			sets[i] = key_sets[i] = SetIndexOf(keys[i].hash_high, shape);
+		qsort(sets, n, sizeof(uint32), CompareSetIndexes);
+		for (int i = 0; i < n; i++)
+			if (nsets == 0 || sets[nsets - 1] != sets[i])
+				sets[nsets++] = sets[i];
+		for (int j = 0; j < nsets; j++)
+			SpinLockAcquire(&SetAt(sets[j])->mutex);
+		shape = pg_atomic_read_u64(&rl_shmem->shape);
+		for (int i = 0; i < n && !lost; i++)
+		{
+			entries[i] = NULL;
+			if (SetIndexOf(keys[i].hash_high, shape) == key_sets[i])
+				entries[i] = FindLocked(SetAt(key_sets[i]), key_sets[i], &keys[i]);
+			lost = entries[i] == NULL;
+		}
+		if (lost)
+		{
+			for (int j = nsets - 1; j >= 0; j--)
+				SpinLockRelease(&SetAt(sets[j])->mutex);
+			if (attempt + 1 < MAX_HOLD_ATTEMPTS)
+				continue;
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("could not hold the keys of a rate-limit call on several zones"),
+					 errdetail("The shmem store evicted or moved one of them %d times in a row.",
+							   MAX_HOLD_ATTEMPTS),
+					 errhint("The store is short of room: raise ratelimit.shmem_max_keys.")));
+		}
+		/* decide and admit neither raise nor allocate: the spinlocks are held. */
+		for (int i = 0; i < n; i++)
+		{
+			RlStateRow	current;
+
+			EntryRow(entries[i], &current);
+			changed[i] = decide[i](&current, &next[i], args[i], NULL);
+		}
+		admitted = admit(admit_arg);
+		if (admitted)
+			for (int i = 0; i < n; i++)
+				if (changed[i])
+					SetEntryState(entries[i], &next[i], &calls[i]->limit);
+		for (int j = nsets - 1; j >= 0; j--)
+			SpinLockRelease(&SetAt(sets[j])->mutex);
+		return admitted;
+	}
+}
+
 /*
  * A store that refuses keys is a misconfiguration an operator must hear
  * of, but a flood of new keys must not flood the log: one WARNING every
@@ -322,7 +444,7 @@ ShmemRemove(const RlStateKey *key, RlStateRow *removed)
 
 	/* A removed head row is read only for parts, which no shmem key has. */
 	memset(removed, 0, sizeof(*removed));
-	RequireShmem();
+	RlRequireShmemStore();
 	MakeShmemKey(key, KeyHash(key), &skey);
 	set_index = SetIndexOf(skey.hash_high, pg_atomic_read_u64(&rl_shmem->shape));
 	set = LockKeySet(skey.hash_high, &set_index);
@@ -519,6 +641,7 @@ const RlStore RlShmemStore = {
 	.writes_tables = false,
 	.locate = ShmemLocate,
 	.update = ShmemUpdate,
+	.update_together = ShmemUpdateTogether,
 	.read = ShmemRead,
 	.remove = ShmemRemove,
 	.write_part = NULL,

@@ -9,6 +9,9 @@
 
 extern const RlStore RlShmemStore;
 
+/* Raises the error of a server without ratelimit in shared_preload_libraries. */
+extern void RlRequireShmemStore(void);
+
 /* A key of this database as a scan of the store shows it. */
 typedef struct RlShmemKeyInfo
 {

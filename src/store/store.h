@@ -104,6 +104,12 @@ typedef enum RlStoreOutcome
 	RL_STORE_NO_ROOM			/* a new key found no room: decided, nothing stored */
 } RlStoreOutcome;
 
+/*
+ * Whether a decision taken together may stand (every key's decide has run):
+ * called with the store's keys held, so it must not raise errors.
+ */
+typedef bool (*RlAdmitFn) (void *admit_arg);
+
 typedef struct RlStore
 {
 	const char *name;
@@ -119,6 +125,19 @@ typedef struct RlStore
 
 	/* Runs decide on the key's state and keeps what it returns. */
 	RlStoreOutcome (*update) (RlStoreCall *call, RlDecideFn decide, void *arg);
+
+	/*
+	 * Decides n keys as one (rl_limit over several zones).  First each key
+	 * is held: a key without state is stored as hold makes it (the state of
+	 * a key never seen, which decides as no state does).  Then, with every
+	 * key held at once, decide runs on each, and the new states are kept
+	 * only if admit returns true; returns what admit said.  A key that
+	 * found no room to be held gets outcomes[i] = RL_STORE_NO_ROOM and
+	 * nothing is decided (returns false).
+	 */
+	bool		(*update_together) (RlStoreCall **calls, void **args, int n, RlDecideFn *decide,
+									RlDecideFn hold, RlAdmitFn admit, void *admit_arg,
+									RlStoreOutcome *outcomes);
 
 	/* Runs decide on the key's state (this transaction's included); keeps nothing. */
 	void		(*read) (RlStoreCall *call, RlDecideFn decide, void *arg);

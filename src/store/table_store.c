@@ -126,6 +126,49 @@ TableUpdate(const RlRowOps *rows, RlStoreCall *call, RlDecideFn decide, void *ar
 	pg_unreachable();
 }
 
+/*
+ * Holding a key takes its row lock (a key without state: the lock of the
+ * row hold inserts) and puts the row in the transaction's cache; the
+ * decisions then run on the cached rows, which no other transaction can
+ * change until this one ends.
+ */
+static bool
+TableUpdateTogether(const RlRowOps *rows, RlStoreCall **calls, void **args, int n,
+					RlDecideFn *decide, RlDecideFn hold, RlAdmitFn admit, void *admit_arg,
+					RlStoreOutcome *outcomes)
+{
+	CachedState **entries = palloc(sizeof(CachedState *) * n);
+	RlStateRow *next = palloc(sizeof(RlStateRow) * n);
+	bool	   *changed = palloc(sizeof(bool) * n);
+
+	for (int i = 0; i < n; i++)
+	{
+		bool		lock_first = calls[i]->lock_first;
+
+		outcomes[i] = RL_STORE_DECIDED;
+		calls[i]->lock_first = true;
+		(void) TableUpdate(rows, calls[i], hold, args[i]);
+		calls[i]->lock_first = lock_first;
+		entries[i] = RlCacheFind(&calls[i]->key);
+		if (entries[i] == NULL)
+			elog(ERROR, "rate-limit state of a key was not held");
+	}
+	for (int i = 0; i < n; i++)
+	{
+		TableAccess access;
+
+		InitAccess(&access, &calls[i]->key, rows, NULL);
+		changed[i] = decide[i](&entries[i]->row, &next[i], args[i], &access.access);
+		CloseAccess(&access);
+	}
+	if (!admit(admit_arg))
+		return false;
+	for (int i = 0; i < n; i++)
+		if (changed[i])
+			RlCacheChange(entries[i], &next[i]);
+	return true;
+}
+
 static void
 TableRead(const RlRowOps *rows, RlStoreCall *call, RlDecideFn decide, void *arg)
 {
@@ -218,6 +261,14 @@ rows##Update(RlStoreCall *call, RlDecideFn decide, void *arg) \
 { \
 	return TableUpdate(&rows, call, decide, arg); \
 } \
+static bool \
+rows##UpdateTogether(RlStoreCall **calls, void **args, int n, RlDecideFn *decide, \
+					 RlDecideFn hold, RlAdmitFn admit, void *admit_arg, \
+					 RlStoreOutcome *outcomes) \
+{ \
+	return TableUpdateTogether(&rows, calls, args, n, decide, hold, admit, admit_arg, \
+							   outcomes); \
+} \
 static void \
 rows##Read(RlStoreCall *call, RlDecideFn decide, void *arg) \
 { \
@@ -243,6 +294,7 @@ const RlStore store_name = { \
 	.writes_tables = true, \
 	.locate = NULL, \
 	.update = rows##Update, \
+	.update_together = rows##UpdateTogether, \
 	.read = rows##Read, \
 	.remove = rows##Remove, \
 	.write_part = rows##WritePart, \

@@ -6,11 +6,12 @@
 # zone as setup.sql defined it (rl_zones): N = its capacity, T = period /
 # rate, the seconds one request takes to come back.  For each app:
 #   - requests 1..N are 200, with every header rl_headers() returns for an
-#     admitted call and none it adds only to a refusal; RateLimit-Limit N,
-#     RateLimit-Remaining N - i, RateLimit-Reset in [i*T - elapsed, i*T];
+#     admitted call and none it adds only to a refusal; RateLimit-Policy
+#     "api";q=<rate>;w=<period s>, RateLimit "api";r=N - i;t= in
+#     [i*T - elapsed, i*T];
 #   - request N+1 is 429 with every header rl_headers() returns for a
-#     refusal: Retry-After in [T - elapsed, T], Remaining 0, Limit N, Reset
-#     in [N*T - elapsed, N*T];
+#     refusal: Retry-After in [T - elapsed, T], r=0, t in [N*T - elapsed,
+#     N*T];
 #   - another request with X-Forwarded-For set is still 429 (the header is
 #     not the key; a refusal takes nothing), a request from 127.0.0.2 is 200
 #     with Remaining N - 1 (its own allowance);
@@ -90,6 +91,11 @@ get() {
 header() {
 	grep -i "^$1:" <<<"$hdrs" | head -1 | sed 's/^[^:]*:[[:space:]]*//'
 }
+# ratelimit PARAM: parameter PARAM (r or t) of the RateLimit header, when
+# it names the zone.
+ratelimit() {
+	header RateLimit | sed -n "s/^\"$ZONE\";\(.*;\)\{0,1\}$1=\([0-9]*\).*/\2/p"
+}
 # missing NAMES...: those NAMES that hdrs lacks (empty when it has all).
 missing() {
 	local n out=""
@@ -124,8 +130,8 @@ sql -f "$EXAMPLES/setup.sql" >/dev/null || rl_die "examples/setup.sql failed"
 
 # The zone as setup.sql made it.  The expectations below are a token
 # bucket's: a request comes back every T seconds, up to N.
-IFS='|' read -r algorithm N T < <(sql -c \
-	"SELECT algorithm, capacity, extract(epoch FROM period) / rate FROM rl_zones WHERE zone = '$ZONE'")
+IFS='|' read -r algorithm N T RATE PERIOD_S < <(sql -c \
+	"SELECT algorithm, capacity, extract(epoch FROM period) / rate, rate, extract(epoch FROM period) FROM rl_zones WHERE zone = '$ZONE'")
 rl_check "setup.sql makes zone $ZONE a token bucket" token_bucket "${algorithm:-none}"
 rl_check "role app is no superuser" f "$(sql -c "SELECT rolsuper FROM pg_roles WHERE rolname = 'app'")"
 [ "$algorithm" = token_bucket ] || { echo "$passed passed, $failed failed"; exit 1; }
@@ -137,8 +143,11 @@ echo "# zone $ZONE: capacity N=$N, one request back every T=$T s"
 names_of() {
 	sql -c "SELECT string_agg(k, ' ' ORDER BY k) FROM jsonb_object_keys(rl_headers($1::rl_result)) k"
 }
-allowed_names=$(names_of "ROW(true, $N, $((N - 1)), NULL, make_interval(secs => $T), NULL, true)")
-refused_names=$(names_of "ROW(false, $N, 0, make_interval(secs => $T), make_interval(secs => $(mul "$T" "$N")), NULL, false)")
+limit_of="'$ZONE', $RATE, make_interval(secs => $PERIOD_S)"
+allowed_names=$(names_of "ROW(true, $N, $((N - 1)), NULL, make_interval(secs => $T), NULL, true, $limit_of)")
+refused_names=$(names_of "ROW(false, $N, 0, make_interval(secs => $T), make_interval(secs => $(mul "$T" "$N")), NULL, false, $limit_of)")
+# The policy the zone announces (a whole rate per whole seconds here).
+POLICY="\"$ZONE\";q=$RATE;w=$(awk -v p="$PERIOD_S" 'BEGIN { printf "%d", p }')"
 refusal_only=$(comm -13 <(tr ' ' '\n' <<<"$allowed_names" | sort) <(tr ' ' '\n' <<<"$refused_names" | sort) | tr '\n' ' ')
 refusal_only=${refusal_only% }
 echo "# rl_headers: admitted: $allowed_names; refused: $refused_names"
@@ -174,27 +183,27 @@ test_app() {
 		rl_check "$name: request $i of $N is admitted" 200 "$status"
 		rl_check "$name: request $i carries rl_headers' headers" "" "$(missing $allowed_names)"
 		rl_check "$name: request $i carries no refusal header" "" "$(present $refusal_only)"
-		rl_check "$name: request $i RateLimit-Limit" "$N" "$(header RateLimit-Limit)"
-		rl_check "$name: request $i RateLimit-Remaining" "$((N - i))" "$(header RateLimit-Remaining)"
+		rl_check "$name: request $i RateLimit-Policy" "$POLICY" "$(header RateLimit-Policy)"
+		rl_check "$name: request $i RateLimit r (remaining)" "$((N - i))" "$(ratelimit r)"
 		reset_hi=$(mul "$T" "$i")
-		check_range "$name: request $i RateLimit-Reset" "$(sub "$reset_hi" "$(elapsed)")" "$reset_hi" "$(header RateLimit-Reset)"
+		check_range "$name: request $i RateLimit t (until full)" "$(sub "$reset_hi" "$(elapsed)")" "$reset_hi" "$(ratelimit t)"
 	done
 
 	get
 	rl_check "$name: request $((N + 1)) is refused" 429 "$status"
 	rl_check "$name: request $((N + 1)) carries rl_headers' headers" "" "$(missing $refused_names)"
 	check_range "$name: request $((N + 1)) Retry-After" "$(sub "$T" "$(elapsed)")" "$T" "$(header Retry-After)"
-	rl_check "$name: request $((N + 1)) RateLimit-Limit" "$N" "$(header RateLimit-Limit)"
-	rl_check "$name: request $((N + 1)) RateLimit-Remaining" 0 "$(header RateLimit-Remaining)"
+	rl_check "$name: request $((N + 1)) RateLimit-Policy" "$POLICY" "$(header RateLimit-Policy)"
+	rl_check "$name: request $((N + 1)) RateLimit r (remaining)" 0 "$(ratelimit r)"
 	reset_hi=$(mul "$T" "$N")
-	check_range "$name: request $((N + 1)) RateLimit-Reset" "$(sub "$reset_hi" "$(elapsed)")" "$reset_hi" "$(header RateLimit-Reset)"
+	check_range "$name: request $((N + 1)) RateLimit t (until full)" "$(sub "$reset_hi" "$(elapsed)")" "$reset_hi" "$(ratelimit t)"
 
 	get -H 'X-Forwarded-For: 127.0.0.9'
 	rl_check "$name: a request with X-Forwarded-For is still refused" 429 "$status"
-	rl_check "$name: ... and the refusals took nothing" 0 "$(header RateLimit-Remaining)"
+	rl_check "$name: ... and the refusals took nothing" 0 "$(ratelimit r)"
 	get --interface 127.0.0.2
 	rl_check "$name: a request from 127.0.0.2 is admitted" 200 "$status"
-	rl_check "$name: ... from its own allowance" "$((N - 1))" "$(header RateLimit-Remaining)"
+	rl_check "$name: ... from its own allowance" "$((N - 1))" "$(ratelimit r)"
 	local took; took=$(elapsed)
 	rl_check "$name: the requests took less than T=$T s (exact counts)" yes \
 		"$(awk -v e="$took" -v t="$T" 'BEGIN { print (e < t) ? "yes" : "no: " e " s" }')"

@@ -407,8 +407,14 @@ rl_check "(e) CREATE EXTENSION ratelimit works without preloading" created "$cre
 if [ "$created" != created ]; then
 	echo "not ok - (e) the other 12 checks need the extension: not run"; failed=$((failed + 1))
 else
-	rl_check "(e) a shmem zone can be defined" "" "$(q "SELECT rl_zone_set('np_shmem', 'token_bucket', 10, '1 minute', store => 'shmem')")"
 	hint="Add ratelimit to shared_preload_libraries in postgresql.conf (shared_preload_libraries = 'ratelimit') and restart the server."
+	rl_check "(e) rl_zone_set(store => 'shmem') is refused at once: 55000 with the hint" "55000 $hint" \
+		"$(q "SELECT err_of(\$\$SELECT rl_zone_set('np_shmem', 'token_bucket', 10, '1 minute', store => 'shmem')\$\$)")"
+	rl_check "(e) ... and defines no zone" 0 "$(q "SELECT count(*) FROM ratelimit.zone WHERE zone = 'np_shmem'")"
+	# A shmem zone defined while ratelimit was preloaded, on a server since
+	# restarted without it (the zone table is the configuration, as a
+	# restored dump fills it): every call says why.
+	q "INSERT INTO ratelimit.zone (zone, algorithm, rate, period, store) VALUES ('np_shmem', 'token_bucket', 10, '1 minute', 'shmem')" >/dev/null
 	rl_check "(e) rl_limit on a shmem zone: 55000 with the hint" "55000 $hint" \
 		"$(q "SELECT err_of(\$\$SELECT rl_limit('np_shmem', 'k')\$\$)")"
 	rl_check "(e) the error message" yes \

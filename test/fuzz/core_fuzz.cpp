@@ -210,14 +210,21 @@ void CheckGeneric(const RlZoneLimit &limit, int64_t now, int64_t cost, const RlD
 	CHECK(d.decided_at_us >= now, "decided before now %" PRId64 ": " DFMT, now, DARGS(d));
 	CHECK(d.state_changed == (d.allowed && cost > 0), "state_changed, cost %" PRId64 ": " DFMT, cost, DARGS(d));
 	CHECK(d.remaining >= 0 && d.remaining <= limit.capacity, "remaining out of range: " DFMT, DARGS(d));
+	// A cron token bucket that no job refills promises no wait: -1.
+	const bool unrefilled = limit.algorithm == RL_ALGORITHM_CRON_TOKEN_BUCKET && limit.refill_tick_us <= 0;
 	if (d.allowed)
 		CHECK(d.retry_after_us == 0, "allowed with a retry_after: " DFMT, DARGS(d));
 	else
 	{
-		CHECK(d.retry_after_us >= 1, "refused without a retry_after: " DFMT, DARGS(d));
+		CHECK(unrefilled ? d.retry_after_us == -1 : d.retry_after_us >= 1,
+			  "refused without a retry_after: " DFMT, DARGS(d));
 		CHECK(d.remaining < cost, "refused with enough left for cost %" PRId64 ": " DFMT, cost, DARGS(d));
 	}
-	CHECK(d.reset_after_us >= 0, "negative reset_after: " DFMT, DARGS(d));
+	if (unrefilled)
+		CHECK(d.reset_after_us == (d.remaining >= limit.capacity ? 0 : -1), "reset_after without a job: " DFMT,
+			  DARGS(d));
+	else
+		CHECK(d.reset_after_us >= 0, "negative reset_after: " DFMT, DARGS(d));
 }
 
 bool SameOutcome(const RlDecision &a, const RlDecision &b)
@@ -912,7 +919,9 @@ void RunEdited(FuzzedDataProvider &in)
 		g_stats[kEditedCalls]++;
 		CHECK(d.capacity == limit.capacity, "capacity");
 		CHECK(d.remaining >= 0 && d.remaining <= limit.capacity, "remaining out of range: " DFMT, DARGS(d));
-		CHECK(d.retry_after_us >= 0 && d.reset_after_us >= 0, "negative wait: " DFMT, DARGS(d));
+		const int64_t least_wait =
+			algorithm == RL_ALGORITHM_CRON_TOKEN_BUCKET && limit.refill_tick_us <= 0 ? -1 : 0;
+		CHECK(d.retry_after_us >= least_wait && d.reset_after_us >= least_wait, "negative wait: " DFMT, DARGS(d));
 		CHECK(d.state_changed == (d.allowed && cost > 0), "state_changed: " DFMT, DARGS(d));
 		(void) rl_counter_idle(&limit, &state, now);
 		(void) rl_counter_needs_refill(&limit, &state);

@@ -100,7 +100,10 @@ FROM (VALUES
   ('fw_shmem',               'fixed_window',           2,          '1 day',       NULL, 'shmem', false, false),
   ('fw_shmem_shadow',        'fixed_window',           1,          '1 minute',    NULL, 'shmem', true,  true)
 ) z(zone, algorithm, rate, period, burst, store, history, shadow);
-SELECT rl_zone_set('cron', 'token_bucket', 60, '1 minute', refill => 'cron');
+-- rl_zone_set refuses a cron zone where pg_cron cannot run its job (this
+-- database is not cron.database_name): the zone table takes it as a
+-- restored dump would.
+INSERT INTO ratelimit.zone (zone, algorithm, rate, period, refill) VALUES ('cron', 'token_bucket', 60, '1 minute', 'cron');
 
 CREATE TABLE smith_calls (zone text, key text, cost int4, weight float8, at timestamptz);
 CREATE TABLE smith_params (algorithm text, store text, rate int8, period interval, burst int8,
@@ -205,7 +208,13 @@ CREATE FUNCTION smith_focus.set_zone(n int4, algorithm int4, rate int8, period i
 AS $$ SELECT rl_zone_set(smith_focus.zone(n),
                          smith_focus.pick('{token_bucket,gcra,sliding_window,sliding_window_counter,fixed_window}', algorithm),
                          rate, period, burst => burst, store => smith_focus.pick('{table,shmem}', store),
-                         history => history, shadow => shadow) $$;
+                         history => history, shadow => shadow, reset => shadow) $$;
+CREATE FUNCTION smith_focus.set_zone_rate(n int4, rate float8) RETURNS void LANGUAGE sql
+AS $$ SELECT rl_zone_set(smith_focus.zone(n), rate => rate::numeric) $$;
+CREATE FUNCTION smith_focus.limit_zones(n int4, m int4, key text, cost int4) RETURNS rl_result LANGUAGE sql
+AS $$ SELECT rl_limit(ARRAY[smith_focus.zone(n), smith_focus.zone(m)], key, cost) $$;
+CREATE FUNCTION smith_focus.refund_zone(n int4, key text, cost int4) RETURNS rl_result LANGUAGE sql
+AS $$ SELECT rl_refund(smith_focus.zone(n), key, cost) $$;
 CREATE FUNCTION smith_focus.use_store(n int4) RETURNS text LANGUAGE sql
 AS $$ SELECT set_config('ratelimit.default_store', smith_focus.pick('{table,shmem}', n), true) $$;
 CREATE FUNCTION smith_focus.full_policy(n int4) RETURNS text LANGUAGE sql

@@ -4,9 +4,9 @@
 // key: a = whole tokens, b = the part token in units of 1 / period_us token,
 // stamp = last decision time.  A missing key is full.
 //
-// The waits: with a tick, ceil(units_needed / (rate * tick_us)) * tick_us;
-// without one, ceil(units_needed / rate) microseconds, where units_needed =
-// tokens_needed * period_us - b.
+// The waits: with a tick, ceil(units_needed / (rate * tick_us)) * tick_us,
+// where units_needed = tokens_needed * period_us - b; without one nothing
+// refills, so no wait can be promised: -1 (0 when nothing is needed).
 #include "zone_harness.h"
 
 #include <limits>
@@ -67,9 +67,8 @@ bool SqlRefill(const RlZoneLimit &limit, int64_t tick_us, Row *row)
 }
 
 // ---------------------------------------------------------------------------
-// Worked examples.  Rate 10 per minute: one token = 60e6 units; without a
-// tick 10 units a microsecond (6 s a token); with a 1 s tick 1e7 units a
-// tick (1/6 token).
+// Worked examples.  Rate 10 per minute: one token = 60e6 units; with a 1 s
+// tick 1e7 units a tick (1/6 token), with a 6 s tick one token.
 // ---------------------------------------------------------------------------
 
 TEST(CronTokenBucket, NewKeyIsFullAndTakesWholeTokens)
@@ -85,12 +84,12 @@ TEST(CronTokenBucket, NewKeyIsFullAndTakesWholeTokens)
 	EXPECT_FALSE(d.state_changed);
 	EXPECT_FALSE(key.stored.has_value());
 
-	// Take 3: 7 left, 3 tokens (180e6 units) at 10 a microsecond: 18 s.
+	// Take 3: 7 left; no job refills them, so no reset can be promised.
 	d = key.Take(kT0, 3);
 	EXPECT_TRUE(d.allowed);
 	EXPECT_EQ(d.remaining, 7);
 	EXPECT_EQ(d.retry_after_us, 0);
-	EXPECT_EQ(d.reset_after_us, 18 * kSecond);
+	EXPECT_EQ(d.reset_after_us, -1);
 	EXPECT_TRUE(d.state_changed);
 	ASSERT_TRUE(key.stored.has_value());
 	EXPECT_EQ(key.stored->a, 7);
@@ -102,23 +101,29 @@ TEST(CronTokenBucket, NewKeyIsFullAndTakesWholeTokens)
 	d = key.Take(kT0 + 3600 * kSecond, 7);
 	EXPECT_TRUE(d.allowed);
 	EXPECT_EQ(d.remaining, 0);
-	EXPECT_EQ(d.reset_after_us, kMinute);
+	EXPECT_EQ(d.reset_after_us, -1);
 	EXPECT_EQ(key.stored->stamp_us, kT0 + 3600 * kSecond);
 	d = key.Take(kT0 + 7200 * kSecond, 1);
 	EXPECT_FALSE(d.allowed);
 	EXPECT_EQ(d.remaining, 0);
+	EXPECT_EQ(d.retry_after_us, -1);
+	EXPECT_EQ(d.reset_after_us, -1);
+	// With a job every 6 s (one token a tick) the same state has waits.
+	key.limit.refill_tick_us = 6 * kSecond;
+	d = key.Take(kT0 + 7200 * kSecond, 1);
+	EXPECT_FALSE(d.allowed);
 	EXPECT_EQ(d.retry_after_us, 6 * kSecond);
 	EXPECT_EQ(d.reset_after_us, kMinute);
 }
 
 TEST(CronTokenBucket, TheWholeCapacityAtOnceAndOneMore)
 {
-	CounterKey key = CronKey(10, kMinute, 25);
+	CounterKey key = CronKey(10, kMinute, 25, 6 * kSecond);
 	RlDecision d = key.Take(kT0, 25);
 	EXPECT_TRUE(d.allowed);
 	EXPECT_EQ(d.capacity, 25);
 	EXPECT_EQ(d.remaining, 0);
-	EXPECT_EQ(d.reset_after_us, 150 * kSecond);	// 25 tokens at 10 a minute
+	EXPECT_EQ(d.reset_after_us, 150 * kSecond);	// 25 tokens at one a 6 s tick
 	d = key.Take(kT0, 1);
 	EXPECT_FALSE(d.allowed);
 	EXPECT_EQ(d.retry_after_us, 6 * kSecond);
@@ -172,12 +177,12 @@ TEST(CronTokenBucket, CostZeroLooksWithoutTaking)
 
 TEST(CronTokenBucket, TakingKeepsThePartToken)
 {
-	const RlZoneLimit limit = Cron(10, kMinute);
+	const RlZoneLimit limit = Cron(10, kMinute, -1, kSecond);
 	CounterKey key = CronKeyWith(limit, 5, 30000000, kT0);
 	const RlDecision d = key.Take(kT0 + kSecond, 2);
 	EXPECT_TRUE(d.allowed);
 	EXPECT_EQ(d.remaining, 3);
-	// 7 tokens less half: 420e6 - 30e6 = 390e6 units at 10 a microsecond.
+	// 7 tokens less half: 420e6 - 30e6 = 390e6 units at 1e7 a tick.
 	EXPECT_EQ(d.reset_after_us, 39 * kSecond);
 	ASSERT_TRUE(key.stored.has_value());
 	EXPECT_EQ(key.stored->a, 3);
@@ -186,25 +191,63 @@ TEST(CronTokenBucket, TakingKeepsThePartToken)
 	EXPECT_EQ(key.stored->stamp_us, kT0 + kSecond);
 }
 
-TEST(CronTokenBucket, WaitsWithoutATickRoundUpToAMicrosecond)
+// Without a refill job (no tick, or a tick <= 0) nothing refills: a wait at
+// the zone's rate would be a promise nobody keeps.  Every wait that needs a
+// refill is -1; a full bucket still resets in 0.
+TEST(CronTokenBucket, WithoutATickNoWaitIsPromised)
 {
-	// Rate 7 per minute: a token takes 60e6 / 7 = 8571428.57 us.
-	const RlZoneLimit limit = Cron(7, kMinute);
-	CounterKey key = CronKeyWith(limit, 0, 0, kT0);
-	RlDecision d = key.Take(kT0, 1);
-	EXPECT_FALSE(d.allowed);
-	EXPECT_EQ(d.retry_after_us, 8571429);
-	EXPECT_EQ(d.reset_after_us, kMinute);	// 7 tokens: exactly a period
-	// One unit short of a token: the wait is ceil(1 / 7) = 1 us.
-	key = CronKeyWith(limit, 0, kMinute - 1, kT0);
-	d = key.Take(kT0, 1);
-	EXPECT_FALSE(d.allowed);
-	EXPECT_EQ(d.retry_after_us, 1);
-	// 7 units short: exactly 1 us; 8 units short: 2 us.
-	key = CronKeyWith(limit, 0, kMinute - 7, kT0);
-	EXPECT_EQ(key.Take(kT0, 1).retry_after_us, 1);
-	key = CronKeyWith(limit, 0, kMinute - 8, kT0);
-	EXPECT_EQ(key.Take(kT0, 1).retry_after_us, 2);
+	for (int64_t tick : {INT64_C(0), INT64_C(-1), INT64_MIN})
+	{
+		const RlZoneLimit limit = Cron(7, kMinute, -1, tick);
+		const std::string where = "tick " + std::to_string(tick);
+		// Empty: refused, neither the retry nor the reset is known.
+		CounterKey key = CronKeyWith(limit, 0, 0, kT0);
+		RlDecision d = key.Take(kT0, 1);
+		EXPECT_FALSE(d.allowed) << where;
+		EXPECT_EQ(d.remaining, 0) << where;
+		EXPECT_EQ(d.retry_after_us, -1) << where;
+		EXPECT_EQ(d.reset_after_us, -1) << where;
+		// One unit short of a token: still nobody adds that unit.
+		key = CronKeyWith(limit, 0, kMinute - 1, kT0);
+		d = key.Take(kT0, 1);
+		EXPECT_FALSE(d.allowed) << where;
+		EXPECT_EQ(d.retry_after_us, -1) << where;
+		EXPECT_EQ(d.reset_after_us, -1) << where;
+		// Admitted below capacity: no retry (0), the reset unknown.
+		key = CronKeyWith(limit, 3, 0, kT0);
+		d = key.Take(kT0, 2);
+		EXPECT_TRUE(d.allowed) << where;
+		EXPECT_EQ(d.remaining, 1) << where;
+		EXPECT_EQ(d.retry_after_us, 0) << where;
+		EXPECT_EQ(d.reset_after_us, -1) << where;
+		// One token short of full, looked at with cost 0.
+		key = CronKeyWith(limit, 6, 0, kT0);
+		d = key.Take(kT0, 0);
+		EXPECT_EQ(d.remaining, 6) << where;
+		EXPECT_EQ(d.reset_after_us, -1) << where;
+		// Full (a new key, or a stored one at or above the capacity): the
+		// reset is known, and 0; taking all of it makes it unknown.
+		CounterKey fresh{limit, std::nullopt};
+		d = fresh.Take(kT0, 0);
+		EXPECT_EQ(d.remaining, 7) << where;
+		EXPECT_EQ(d.reset_after_us, 0) << where;
+		key = CronKeyWith(limit, 9, 0, kT0);
+		EXPECT_EQ(key.Take(kT0, 0).reset_after_us, 0) << where;
+		d = fresh.Take(kT0, 7);
+		EXPECT_TRUE(d.allowed) << where;
+		EXPECT_EQ(d.reset_after_us, -1) << where;
+		// An unknown reset does not make a key idle: only a full one is.
+		EXPECT_FALSE(rl_counter_idle(&limit, &*fresh.stored, kPgMaxTime)) << where;
+		const RlCounterState full{7, 0.0, kT0, 0};
+		EXPECT_TRUE(rl_counter_idle(&limit, &full, kT0)) << where;
+	}
+	// The same states with a job every microsecond get waits in whole ticks:
+	// the -1 comes from the missing job alone.
+	const RlZoneLimit ticking = Cron(7, kMinute, -1, 1);
+	CounterKey key = CronKeyWith(ticking, 0, kMinute - 8, kT0);
+	const RlDecision d = key.Take(kT0, 1);
+	EXPECT_EQ(d.retry_after_us, 2);	// 8 units at 7 a tick
+	EXPECT_EQ(d.reset_after_us, 51428573);	// 6 tokens and 8 units: ceil(360000008 / 7)
 }
 
 TEST(CronTokenBucket, WaitsWithATickCountWholeTicks)
@@ -388,17 +431,16 @@ TEST(CronTokenBucket, ClockGoingBackNeverLowersTheStamp)
 // INT64_MAX.  The waits are computed in 128 bits and saturate at INT64_MAX.
 // ---------------------------------------------------------------------------
 
-// The reference: ceil(units / rate), or ceil(units / (rate * tick)) * tick,
-// saturated, in 128 bits.
+// The reference: ceil(units / (rate * tick)) * tick, saturated, in 128
+// bits; -1 (unknown) without a tick.
 int64_t ExpectedWait(const RlZoneLimit &limit, Wide units)
 {
 	if (units <= 0)
 		return 0;
-	Wide wait;
 	if (limit.refill_tick_us <= 0)
-		wait = CeilDiv(units, limit.rate);
-	else
-		wait = CeilDiv(units, static_cast<Wide>(limit.rate) * limit.refill_tick_us) * limit.refill_tick_us;
+		return -1;
+	const Wide wait =
+		CeilDiv(units, static_cast<Wide>(limit.rate) * limit.refill_tick_us) * limit.refill_tick_us;
 	return wait > INT64_MAX ? INT64_MAX : static_cast<int64_t>(wait);
 }
 
@@ -435,17 +477,17 @@ TEST(CronTokenBucket, ExtremeParametersDoNotOverflow)
 			ASSERT_TRUE(d.allowed) << where.str();
 			EXPECT_EQ(d.remaining, 0) << where.str();
 			EXPECT_EQ(d.reset_after_us, ExpectedWait(limit, cap * p)) << where.str();
-			EXPECT_GT(d.reset_after_us, 0) << where.str();
+			EXPECT_EQ(d.reset_after_us > 0, tick > 0) << where.str();
 			d = key.Take(kT0, 1);
 			ASSERT_FALSE(d.allowed) << where.str();
 			EXPECT_EQ(d.retry_after_us, ExpectedWait(limit, p)) << where.str();
-			EXPECT_GE(d.retry_after_us, 1) << where.str();
+			EXPECT_GE(d.retry_after_us, tick > 0 ? 1 : -1) << where.str();
 			d = key.Take(kT0, limit.capacity);
 			EXPECT_EQ(d.retry_after_us, ExpectedWait(limit, cap * p)) << where.str();
-			// Without a tick the longest wait is the refill of the whole
-			// capacity: at most 2^53 us (rl_zone_limit's bound).
+			// The longest wait is the refill of the whole capacity (at most
+			// 2^53 us, rl_zone_limit's bound), rounded up to a tick.
 			if (tick == 0)
-				EXPECT_LE(d.retry_after_us, RL_MAX_PERIOD_US) << where.str();
+				EXPECT_EQ(d.retry_after_us, -1) << where.str();
 			else
 				EXPECT_LE(static_cast<Wide>(d.retry_after_us),
 						  static_cast<Wide>(RL_MAX_PERIOD_US) + tick) << where.str();
@@ -465,8 +507,8 @@ TEST(CronTokenBucket, ExtremeParametersDoNotOverflow)
 
 TEST(CronTokenBucket, ExtremeWorkedNumbers)
 {
-	// 2^53 tokens every 2^53 us: one a microsecond.
-	RlZoneLimit limit = Cron(RL_MAX_LIMIT, RL_MAX_PERIOD_US);
+	// 2^53 tokens every 2^53 us, a tick every microsecond: one a tick.
+	RlZoneLimit limit = Cron(RL_MAX_LIMIT, RL_MAX_PERIOD_US, -1, 1);
 	CounterKey key{limit, std::nullopt};
 	RlDecision d = key.Take(kT0, RL_MAX_LIMIT);
 	EXPECT_EQ(d.reset_after_us, RL_MAX_PERIOD_US);
@@ -482,8 +524,8 @@ TEST(CronTokenBucket, ExtremeWorkedNumbers)
 	EXPECT_EQ(key.Take(kT0, 1).retry_after_us, INT64_MAX);
 	EXPECT_EQ(key.Take(kT0, 0).reset_after_us, INT64_MAX);
 
-	// Rate 1 per 2^53 us, capacity 1.
-	key = CronKey(1, RL_MAX_PERIOD_US);
+	// Rate 1 per 2^53 us, capacity 1, a tick every microsecond.
+	key = CronKey(1, RL_MAX_PERIOD_US, -1, 1);
 	ASSERT_TRUE(key.Take(kT0, 1).allowed);
 	d = key.Take(kT0, 1);
 	EXPECT_EQ(d.retry_after_us, RL_MAX_PERIOD_US);
@@ -571,18 +613,7 @@ int64_t BruteWait(const RlZoneLimit &limit, Wide level, int64_t need)
 		}
 		return ticks * limit.refill_tick_us;
 	}
-	// The smallest m with level + m * rate >= target.
-	Wide lo = 0;
-	Wide hi = target;
-	while (lo < hi)
-	{
-		const Wide mid = (lo + hi) / 2;
-		if (level + mid * limit.rate >= target)
-			hi = mid;
-		else
-			lo = mid + 1;
-	}
-	return static_cast<int64_t>(lo);
+	return -1;					// nobody refills: no wait can be promised
 }
 
 TEST(CronTokenBucket, RandomisedAgainstModel)

@@ -87,6 +87,45 @@ TEST(FixedWindow, CostZeroAndRefusalsOpenNoWindow)
 	EXPECT_TRUE(SameCounterState(*key.stored, full));
 }
 
+// A stored window in which nothing is admitted (a refund gave it all back)
+// is no window: the next admission opens one at its own time.
+TEST(FixedWindow, AWindowWithNothingAdmittedDoesNotAnchor)
+{
+	const RlZoneLimit limit = MakeLimit(RL_ALGORITHM_FIXED_WINDOW, 3, 10 * kSecond);
+	for (int64_t nothing : {INT64_C(0), INT64_C(-1), INT64_MIN})
+	{
+		const std::string where = "a = " + std::to_string(nothing);
+		CounterKey key{limit, RlCounterState{nothing, 0.0, kT0, kT0}};
+		EXPECT_TRUE(rl_counter_idle(&limit, &*key.stored, kT0)) << where;
+		RlDecision d = key.Take(kT0 + 4 * kSecond, 0);
+		EXPECT_EQ(d.remaining, 3) << where;
+		EXPECT_EQ(d.reset_after_us, 0) << where;
+		d = key.Take(kT0 + 4 * kSecond, 1);
+		EXPECT_TRUE(d.allowed) << where;
+		EXPECT_EQ(d.reset_after_us, 10 * kSecond) << where;	// not 6 s: kT0 fixes nothing
+		EXPECT_EQ(key.stored->stamp_us, kT0 + 4 * kSecond) << where;
+		EXPECT_EQ(key.stored->a, 1) << where;
+		// The window runs from kT0 + 4 s, past kT0 + 10 s.
+		EXPECT_TRUE(key.Take(kT0 + 13 * kSecond, 2).allowed) << where;
+		d = key.Take(kT0 + 14 * kSecond - 1, 1);
+		EXPECT_FALSE(d.allowed) << where;
+		EXPECT_EQ(d.retry_after_us, 1) << where;
+	}
+	// The last decision time still holds the clock: a call from before it
+	// opens the window at it.
+	CounterKey key{limit, RlCounterState{0, 0.0, kT0, kT0 + 5 * kSecond}};
+	RlDecision d = key.Take(kT0 + kSecond, 1);
+	EXPECT_EQ(d.decided_at_us, kT0 + 5 * kSecond);
+	EXPECT_EQ(d.reset_after_us, 10 * kSecond);
+	EXPECT_EQ(key.stored->stamp_us, kT0 + 5 * kSecond);
+	// With something admitted the window stays where it is.
+	key = CounterKey{limit, RlCounterState{1, 0.0, kT0, kT0}};
+	d = key.Take(kT0 + 4 * kSecond, 1);
+	EXPECT_EQ(d.reset_after_us, 6 * kSecond);
+	EXPECT_EQ(key.stored->stamp_us, kT0);
+	EXPECT_EQ(key.stored->a, 2);
+}
+
 TEST(FixedWindow, CostsAddUpToTheRate)
 {
 	CounterKey key = Window(10, kMinute);

@@ -75,17 +75,48 @@ inline void CheckDecisionInvariants(const RlZoneLimit &limit, int64_t now_us, in
 	EXPECT_EQ(d.state_changed, d.allowed && cost > 0) << where << " " << Describe(d);
 	EXPECT_GE(d.remaining, 0) << where;
 	EXPECT_LE(d.remaining, limit.capacity) << where;
+	// A cron token bucket that no job refills can promise no wait (-1).
+	const bool unrefilled = limit.algorithm == RL_ALGORITHM_CRON_TOKEN_BUCKET && limit.refill_tick_us <= 0;
 	if (d.allowed)
 	{
 		EXPECT_EQ(d.retry_after_us, 0) << where;
 	}
 	else
 	{
-		EXPECT_GE(d.retry_after_us, 1) << where << " " << Describe(d);
+		if (unrefilled)
+		{
+			EXPECT_EQ(d.retry_after_us, -1) << where << " " << Describe(d);
+		}
+		else
+		{
+			EXPECT_GE(d.retry_after_us, 1) << where << " " << Describe(d);
+		}
 		// Refused: what is left does not cover the cost.
 		EXPECT_LT(d.remaining, cost) << where << " " << Describe(d);
 	}
-	EXPECT_GE(d.reset_after_us, 0) << where;
+	if (unrefilled)
+	{
+		EXPECT_EQ(d.reset_after_us, d.remaining >= limit.capacity ? 0 : -1) << where << " " << Describe(d);
+	}
+	else
+	{
+		EXPECT_GE(d.reset_after_us, 0) << where;
+	}
+}
+
+// Checks what holds for every refund's decision: never refused, what a
+// look at the key reports.
+inline void CheckRefundInvariants(const RlZoneLimit &limit, int64_t now_us, const RlDecision &d,
+								  const std::string &where)
+{
+	EXPECT_TRUE(d.allowed) << where << " " << Describe(d);
+	EXPECT_EQ(d.retry_after_us, 0) << where;
+	EXPECT_EQ(d.capacity, limit.capacity) << where;
+	EXPECT_GE(d.decided_at_us, now_us) << where;
+	EXPECT_GE(d.remaining, 0) << where;
+	EXPECT_LE(d.remaining, limit.capacity) << where;
+	const bool unrefilled = limit.algorithm == RL_ALGORITHM_CRON_TOKEN_BUCKET && limit.refill_tick_us <= 0;
+	EXPECT_GE(d.reset_after_us, unrefilled ? -1 : 0) << where;
 }
 
 // One key of a fixed-state algorithm, stored as the glue stores it.
@@ -119,6 +150,33 @@ struct CounterKey
 								std::to_string(now_us) + " cost " + std::to_string(cost));
 		if (d.state_changed)
 			stored = next;
+		return d;
+	}
+
+	// A refund, stored as the glue stores it.
+	RlDecision Refund(int64_t now_us, int64_t cost)
+	{
+		const std::optional<RlCounterState> before = stored;
+		RlCounterState next{1, 1.0, 1, 1};	// must be overwritten
+		const RlDecision d = rl_counter_refund(&limit, stored ? &*stored : nullptr, now_us, cost, &next);
+		const std::string where = std::string(AlgorithmName(limit.algorithm)) + " refund at " +
+			std::to_string(now_us) + " cost " + std::to_string(cost);
+		if (before)
+		{
+			EXPECT_TRUE(SameCounterState(*before, *stored)) << where;
+		}
+		CheckRefundInvariants(limit, now_us, d, where);
+		// state_changed exactly when next differs from what is stored.
+		const RlCounterState unchanged = before ? *before : RlCounterState{};
+		EXPECT_EQ(d.state_changed, !SameCounterState(next, unchanged)) << where << " " << Describe(d);
+		EXPECT_TRUE(before.has_value() || !d.state_changed) << where;
+		if (d.state_changed)
+			stored = next;
+		// The refund reports what a look at the stored key now reports.
+		RlDecision look = Peek(now_us, 0);
+		look.state_changed = d.state_changed;
+		EXPECT_TRUE(SameDecision(d, look)) << where << "\n  refund " << Describe(d) << "\n  look   "
+										   << Describe(look);
 		return d;
 	}
 };
@@ -284,6 +342,68 @@ struct SwKey
 		if (!Call(now_us, cost, &result))
 			return RlDecision{};
 		return result.decision;
+	}
+
+	// Every entry, oldest first, reading the sealed chunks from the store.
+	std::vector<RlSwEntry> Log() const
+	{
+		const RlSlidingWindowState state = Load();
+		std::vector<RlSwEntry> log(state.front.entries, state.front.entries + state.front.count);
+		for (uint32_t i = 0; i < rl_sw_chunk_count(&state); i++)
+		{
+			const auto found = chunks.find(rl_sw_chunk_seq(state.first_chunk, i));
+			if (found == chunks.end())
+			{
+				ADD_FAILURE() << "chunk " << i << " missing";
+				continue;
+			}
+			// A chunk decodes as the back of a header with an empty front.
+			std::vector<uint8_t> bytes{1, 1, 1, 0, 0};
+			bytes.insert(bytes.end(), found->second.begin(), found->second.end());
+			RlSlidingWindowState chunk;
+			EXPECT_TRUE(rl_sw_decode_header(bytes.data(), static_cast<int32_t>(bytes.size()), 0, 0, &chunk));
+			log.insert(log.end(), chunk.back.entries, chunk.back.entries + chunk.back.count);
+		}
+		log.insert(log.end(), state.back.entries, state.back.entries + state.back.count);
+		return log;
+	}
+
+	// A refund, stored as the glue stores it (the chunks are never touched).
+	RlDecision Refund(int64_t now_us, int64_t cost)
+	{
+		const RlSlidingWindowState stored = Load();
+		RlSlidingWindowState state = stored;
+		RlDecision d{};
+		const std::string where = "sliding_window refund at " + std::to_string(now_us) + " cost " +
+			std::to_string(cost);
+		if (!rl_sw_refund(&limit, &state, now_us, cost, &d))
+		{
+			ADD_FAILURE() << where << " failed";
+			return d;
+		}
+		CheckRefundInvariants(limit, now_us, d, where);
+		EXPECT_EQ(d.state_changed, !SameSwState(state, stored)) << where;
+		if (!d.state_changed)
+			return d;
+		EXPECT_FALSE(header.empty()) << where << ": a key never seen has nothing to give back";
+		EXPECT_EQ(state.first_chunk, stored.first_chunk) << where;
+		EXPECT_EQ(state.next_chunk, stored.next_chunk) << where;
+		EXPECT_LE(state.front.bytes, stored.front.bytes) << where;
+		EXPECT_LE(state.back.bytes, stored.back.bytes) << where;
+		uint8_t bytes[RL_SW_MAX_HEADER_BYTES + 64];
+		const int32_t len = rl_sw_encode_header(&state, bytes);
+		EXPECT_GT(len, 0);
+		EXPECT_LE(len, RL_SW_MAX_HEADER_BYTES);
+		header.assign(bytes, bytes + len);
+		admitted = state.admitted;
+		stamp_us = state.stamp_us;
+		EXPECT_TRUE(SameSwState(Load(), state)) << where << ": header round trip";
+		// admitted is still the cost of every stored entry.
+		int64_t total = 0;
+		for (const RlSwEntry &entry : Log())
+			total += entry.cost;
+		EXPECT_EQ(total, state.admitted) << where;
+		return d;
 	}
 
 	RlDecision Peek(int64_t now_us, int64_t cost)
