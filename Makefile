@@ -45,7 +45,9 @@ DATA = $(wildcard sql/$(EXTENSION)--*--*.sql)
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
 
 # setup first: it creates what the other tests share.
-REGRESS = setup $(filter-out setup $(EXTENSION) $(EXTENSION)--%,$(patsubst sql/%.sql,%,$(wildcard sql/*.sql)))
+# shmem runs alone, on a fresh server (scripts/test.sh): make installcheck
+# REGRESS="setup shmem".
+REGRESS = setup $(filter-out setup shmem $(EXTENSION) $(EXTENSION)--%,$(patsubst sql/%.sql,%,$(wildcard sql/*.sql)))
 REGRESS_OPTS = --inputdir=. --load-extension=$(EXTENSION)
 
 PG_CPPFLAGS = -I$(srcdir)/src

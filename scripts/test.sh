@@ -46,6 +46,12 @@
 #   sqlsmith    test/fuzz/sqlsmith.sh  random SQL over the extension's
 #                                    functions, seeded (own cluster, ~2.5
 #                                    min); fails on any server crash
+#   zones       test/zones/setup_errors.sh  zones refused when defined:
+#                                    shmem without the preload, cron
+#                                    without pg_cron (own clusters)
+#   multi-zone  test/load/multi_zone.sh  pgbench on rl_limit(zones[]): none
+#                                    charged when one refuses, no deadlock;
+#                                    both stores, mixed (own cluster)
 #
 # The shmem store's suites (sql/shmem.sql, test/isolation/specs/shmem_*,
 # test/pgtap/shmem.sql, test/fault/shmem.sh, the load test with
@@ -261,6 +267,10 @@ echo "---- faults in the middle of calls (once)"
 run_tap_script "fault (audit)" "$RESULTS/fault-audit.log" bash test/fault/audit.sh
 echo "---- pg_cron refill mode, end to end (once)"
 run_tap_script "cron (pg_cron)" "$RESULTS/cron.log" bash test/cron/cron.sh
+echo "---- zones refused when defined: no preload, no pg_cron (once, own clusters)"
+run_tap_script "zones (setup errors)" "$RESULTS/zones-setup.log" bash test/zones/setup_errors.sh
+echo "---- several zones in one call under load, both stores (once, own cluster)"
+run_tap_script "load, multi-zone" "$RESULTS/load-multi-zone.log" bash test/load/multi_zone.sh
 echo "---- the README's SQL examples, as written (once, own cluster)"
 run_tap_script "readme examples" "$RESULTS/readme.log" bash test/readme/check.sh
 echo "---- sqlsmith over the SQL API (once, own cluster)"

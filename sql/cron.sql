@@ -6,9 +6,13 @@
 -- The comments give the numbers each result must show, worked out from
 -- those rules; the expected output was checked against them.
 --
--- pg_cron is not installed in this database, so rl_cron_enable cannot run
--- here (test/pgtap/cron.sql checks its errors, test/cron/cron.sh the real
--- job).  What it leaves behind for the refill is ratelimit.zone.refill_tick:
+-- pg_cron runs its jobs from database postgres on the test clusters, not
+-- from this one, so rl_cron_enable cannot run here (test/pgtap/cron.sql
+-- checks its errors, test/cron/cron.sh the real job), and rl_zone_set
+-- refuses to create a cron zone that no job could refill (section 1).  The
+-- cron zones are made by regress.cron_zone (sql/setup.sql), a direct
+-- INSERT into ratelimit.zone, as a restored dump makes them.  What
+-- rl_cron_enable leaves behind for the refill is ratelimit.zone.refill_tick:
 -- this test sets it directly, as superuser, to simulate an enabled job (the
 -- zone table's trigger makes every session see the change, as it does for
 -- rl_cron_enable).
@@ -50,34 +54,57 @@ $$;
 -- 1. Cron zones.  Only token_bucket on the table store; rl_zones shows
 -- refill ('inline' by default) and refill_tick (NULL until a job exists).
 -------------------------------------------------------------------------
-SELECT rl_zone_set('cr_a', 'token_bucket', 10, '1 minute', refill => 'cron');
-SELECT rl_zone_set('cr_b', 'token_bucket', 10, '1 minute', burst => 25, refill => 'cron');
-SELECT rl_zone_set('cr_odd', 'token_bucket', 7, '1 minute', burst => 20, refill => 'cron');
+SELECT regress.cron_zone('cr_a', 10, '1 minute');
+SELECT regress.cron_zone('cr_b', 10, '1 minute', burst => 25);
+SELECT regress.cron_zone('cr_odd', 7, '1 minute', burst => 20);
 SELECT rl_zone_set('cr_inline', 'token_bucket', 10, '1 minute');
 SELECT zone, algorithm, rate, period, capacity, burst, store, history, refill, refill_tick
 FROM rl_zones WHERE zone LIKE 'cr\_%' ORDER BY zone;
+-- rl_zone_set checks the definition first (0A000 for what a cron zone
+-- cannot be, 22023 for an unknown mode), then that a job could run: here
+-- pg_cron runs its jobs from database postgres, so a cron zone is refused
+-- (55000, with the hint), not created to fail at its first refill.
 SELECT regress.try($$SELECT rl_zone_set('cr_bad', 'gcra', 10, '1 minute', refill => 'cron')$$);
 SELECT regress.try($$SELECT rl_zone_set('cr_bad', 'fixed_window', 10, '1 minute', refill => 'cron')$$);
 SELECT regress.try($$SELECT rl_zone_set('cr_bad', 'token_bucket', 10, '1 minute', store => 'shmem', refill => 'cron')$$);
 SELECT regress.try($$SELECT rl_zone_set('cr_bad', 'token_bucket', 10, '1 minute', refill => 'Cron')$$);
-SELECT regress.try($$SELECT rl_zone_set('cr_bad', 'token_bucket', 10, '1 minute', refill => NULL)$$);
+SELECT regress.try($$SELECT rl_zone_set('cr_bad', 'token_bucket', 10.5, '1 minute', refill => 'cron')$$);
+SELECT regress.try($$SELECT rl_zone_set('cr_bad', 'token_bucket', 10, '1 minute', refill => 'cron')$$);
+DO $$
+DECLARE
+    hint text;
+BEGIN
+    PERFORM rl_zone_set('cr_bad', 'token_bucket', 10, '1 minute', refill => 'cron');
+EXCEPTION WHEN object_not_in_prerequisite_state THEN
+    GET STACKED DIAGNOSTICS hint = PG_EXCEPTION_HINT;
+    RAISE NOTICE 'hint: %', hint;
+END $$;
 SELECT count(*) AS bad_zones FROM ratelimit.zone WHERE zone = 'cr_bad';
+-- A cron zone's rate is whole (the refill job adds whole tokens per
+-- tick): an existing cron zone refuses a fractional rate too.
+SELECT regress.try($$SELECT rl_zone_set('cr_a', rate => 10.5)$$);
+-- refill => NULL is no refill option at all: a new zone refills inline.
+SELECT rl_zone_set('cr_null', 'token_bucket', 10, '1 minute', refill => NULL);
+SELECT zone, refill, refill_tick FROM rl_zones WHERE zone = 'cr_null';
+SELECT rl_zone_drop('cr_null');
 
 -------------------------------------------------------------------------
 -- 2. Calls, no job yet (refill_tick NULL).  Rate 10 per minute, capacity
--- 10.  Without a tick the waits are the time at the zone's rate: 10 units
--- a microsecond, 6 s a token.
+-- 10.  Without a job nothing refills the bucket: no time can be promised,
+-- so retry_after and reset_after are NULL whenever tokens are missing (a
+-- full key's reset_after is 0: nothing is missing).
 -------------------------------------------------------------------------
--- A new key is full: take 1, 9 left, reset 1 token = 6 s.
+-- A new key is full: take 1, 9 left, reset unknown (NULL).
 SELECT * FROM rl_limit('cr_a', 'k');
--- Take 4: 5 left, reset 5 tokens = 30 s.
+-- Take 4: 5 left, reset NULL.
 SELECT * FROM rl_limit('cr_a', 'k', 4);
 -- The row: 5 whole tokens, no part, below capacity (refill_pending).
 SELECT * FROM pg_temp.state('cr_a');
--- Take 5: empty, reset 60 s.
+-- Take 5: empty, reset NULL.
 SELECT * FROM rl_limit('cr_a', 'k', 5);
--- 10 s later, a call is refused: remaining 0, retry 6 s, reset 60 s, and
--- the row is unchanged (updated_at still 00:00:00).
+-- 10 s later, a call is refused: remaining 0, retry and reset NULL (no
+-- job will bring a token), and the row is unchanged (updated_at still
+-- 00:00:00).
 SET ratelimit.now_override = '2026-01-01 00:00:10+00';
 SELECT * FROM rl_limit('cr_a', 'k');
 -- Cost 0: allowed, takes nothing.
@@ -87,11 +114,12 @@ SELECT * FROM pg_temp.state('cr_a');
 SET ratelimit.now_override = '2026-01-01 01:00:00+00';
 SELECT * FROM rl_limit('cr_a', 'k');
 SELECT * FROM rl_peek('cr_a', 'k', 0);
--- A peek at a key never seen: as if taken (9 left, 6 s), but no row.
+-- A peek at a key never seen: as if taken (9 left, reset NULL), but no row.
 SELECT * FROM rl_peek('cr_a', 'never');
 SELECT count(*) AS rows_of_peeked_key FROM ratelimit.state WHERE key = 'never';
--- Rate 7 per minute (cr_odd, burst 20): take 1, reset 60000000 / 7 us
--- rounded up = 8.571429 s.
+-- Cost 0 on a key never seen: full, reset 0 (nothing to wait for).
+SELECT * FROM rl_peek('cr_a', 'never', 0);
+-- Rate 7 per minute (cr_odd, burst 20): take 1, 19 left, reset NULL.
 SELECT * FROM rl_limit('cr_odd', 'once');
 -- Errors of calls: a cost above capacity, the sliding-window entry point.
 SELECT regress.try($$SELECT rl_limit('cr_a', 'k', 11)$$);
@@ -132,9 +160,8 @@ SELECT * FROM rl_limit('cr_a', 'k', 2);
 -- One refill of 7/6 token: 60000000 + 30000000 + 70000000 = 160000000:
 -- 2 tokens, counter 40000000.
 SELECT * FROM pg_temp.refills('cr_a', 'k', 1);
--- No job again: the waits are the time at the rate: 2 tokens held, cost 3:
--- retry (60000000 - 40000000) / 10 us = 2 s; reset (480000000 -
--- 40000000) / 10 us = 44 s.
+-- No job again (rl_cron_disable): 2 tokens held, cost 3 is refused, and
+-- no time can be promised: retry and reset NULL.
 SELECT pg_temp.set_tick('cr_a', NULL);
 SELECT * FROM rl_limit('cr_a', 'k', 3);
 SELECT regress.try($$SELECT rl_cron_refill('cr_a')$$);
@@ -160,7 +187,7 @@ SELECT * FROM rl_limit('cr_odd', 'once', 0);
 
 -------------------------------------------------------------------------
 -- 5. burst > rate: cr_b, rate 10 per minute, burst 25.  Take all 25:
--- reset without a job 25 tokens = 150 s.  Then a 40-second tick: 10 * 40
+-- reset NULL without a job.  Then a 40-second tick: 10 * 40
 -- / 60 = 6 2/3 tokens (400000000 units) a refill: 6 + 40000000, 13 +
 -- 20000000, 20 + 0, then 26 2/3 >= 25: capped.
 -------------------------------------------------------------------------
@@ -180,8 +207,8 @@ SELECT * FROM rl_limit('cr_b', 'k', 25);
 -- (1 token a refill); cr_inline is an inline token bucket.
 -------------------------------------------------------------------------
 SET ratelimit.now_override = '2026-01-01 02:00:00+00';
-SELECT rl_zone_set('cr_own', 'token_bucket', 10, '1 minute', refill => 'cron');
-SELECT rl_zone_set('cr_other', 'token_bucket', 10, '1 minute', refill => 'cron');
+SELECT regress.cron_zone('cr_own', 10, '1 minute');
+SELECT regress.cron_zone('cr_other', 10, '1 minute');
 SELECT pg_temp.set_tick('cr_own', '6 seconds'), pg_temp.set_tick('cr_other', '6 seconds');
 -- full: 9 left; low: 1 left.
 SELECT remaining FROM rl_limit('cr_own', 'full', 1);
@@ -224,11 +251,12 @@ DROP TABLE before_refill;
 
 -------------------------------------------------------------------------
 -- 7. The capacity changes.  cr_own holds full 10 (NULL), low 5, mid 10
--- (NULL).  Burst 12: the same zone (same id, tick kept), and the full rows
--- are below the new capacity: pending again.
+-- (NULL).  Burst 12, the only option named: the same zone (same id, still
+-- cron, tick kept), and the full rows are below the new capacity: pending
+-- again.
 -------------------------------------------------------------------------
 SELECT pg_temp.zone_id('cr_own') AS own_id \gset
-SELECT rl_zone_set('cr_own', 'token_bucket', 10, '1 minute', burst => 12, refill => 'cron');
+SELECT rl_zone_set('cr_own', burst => 12);
 SELECT pg_temp.zone_id('cr_own') = :own_id AS same_zone, refill, refill_tick, capacity
 FROM rl_zones WHERE zone = 'cr_own';
 SELECT key, tokens, counter, refill_pending FROM pg_temp.state('cr_own');
@@ -265,36 +293,74 @@ SELECT pg_temp.set_tick('cr_own', '1 second');
 SELECT * FROM pg_temp.refills('cr_own', 'edge', 12) WHERE run IN (5, 6, 11, 12);
 
 -------------------------------------------------------------------------
--- 8. Changing the refill mode starts the zone afresh: a new zone id, its
--- state deleted, no tick.  Any other change keeps id, state and tick.
+-- 8. Changing the refill mode would start the zone afresh: refused
+-- without reset => true (55000), and nothing changes.  With reset => true:
+-- a new zone id, its state deleted, no tick, the old id retired.  Any other
+-- change keeps id, state and tick.
 -------------------------------------------------------------------------
-SELECT rl_zone_set('cr_mode', 'token_bucket', 10, '1 minute', refill => 'cron');
+SELECT regress.cron_zone('cr_mode', 10, '1 minute');
 SELECT pg_temp.set_tick('cr_mode', '6 seconds');
 SELECT remaining FROM rl_limit('cr_mode', 'k', 7);
 SELECT pg_temp.zone_id('cr_mode') AS mode_id \gset
--- A new rate (refill unchanged): same id, tick and row.
-SELECT rl_zone_set('cr_mode', 'token_bucket', 20, '1 minute', burst => 10, refill => 'cron');
-SELECT pg_temp.zone_id('cr_mode') = :mode_id AS same_zone, refill, refill_tick
+-- A new rate and burst, nothing else named: same id, still cron, the tick
+-- and the row kept.
+SELECT rl_zone_set('cr_mode', rate => 20, burst => 10);
+SELECT pg_temp.zone_id('cr_mode') = :mode_id AS same_zone, algorithm, rate, burst, refill, refill_tick
 FROM rl_zones WHERE zone = 'cr_mode';
 SELECT key, tokens FROM pg_temp.state('cr_mode');
--- Refused: another algorithm with refill => 'cron'; nothing changed.
+-- Refused: another algorithm with refill => 'cron' (0A000); to inline
+-- without reset (55000, the refill mode named, the change in the detail);
+-- nothing changed.
 SELECT regress.try($$SELECT rl_zone_set('cr_mode', 'gcra', 20, '1 minute', refill => 'cron')$$);
+SELECT regress.try($$SELECT rl_zone_set('cr_mode', refill => 'inline')$$);
+DO $$
+DECLARE
+    detail text;
+    hint text;
+BEGIN
+    PERFORM rl_zone_set('cr_mode', refill => 'inline');
+EXCEPTION WHEN object_not_in_prerequisite_state THEN
+    GET STACKED DIAGNOSTICS detail = PG_EXCEPTION_DETAIL, hint = PG_EXCEPTION_HINT;
+    RAISE NOTICE 'detail: %', detail;
+    RAISE NOTICE 'hint: %', hint;
+END $$;
 SELECT pg_temp.zone_id('cr_mode') = :mode_id AS same_zone, algorithm, refill, refill_tick
 FROM rl_zones WHERE zone = 'cr_mode';
--- To inline: a new id, the old rows gone, no tick; the key is full.
-SELECT rl_zone_set('cr_mode', 'token_bucket', 20, '1 minute', burst => 10);
-SELECT pg_temp.zone_id('cr_mode') <> :mode_id AS new_zone, refill, refill_tick
+SELECT key, tokens FROM pg_temp.state('cr_mode');
+-- To inline with reset => true: a new id, the old rows gone, no tick, the
+-- old id retired under the zone's name; rate and burst kept; the key is
+-- full.
+SELECT rl_zone_set('cr_mode', refill => 'inline', reset => true);
+SELECT pg_temp.zone_id('cr_mode') <> :mode_id AS new_zone, rate, burst, refill, refill_tick
 FROM rl_zones WHERE zone = 'cr_mode';
 SELECT count(*) AS old_rows FROM ratelimit.state WHERE zone_id = :mode_id;
+SELECT zone FROM ratelimit.retired_zone_id WHERE zone_id = :mode_id;
 SELECT * FROM rl_limit('cr_mode', 'k', 0);
 SELECT remaining FROM rl_limit('cr_mode', 'k', 3);
 SELECT pg_temp.zone_id('cr_mode') AS mode_id2 \gset
--- Back to cron: a new id again, the inline row gone, no tick.
-SELECT rl_zone_set('cr_mode', 'token_bucket', 20, '1 minute', burst => 10, refill => 'cron');
-SELECT pg_temp.zone_id('cr_mode') NOT IN (:mode_id, :mode_id2) AS new_zone, refill, refill_tick
+-- Back to cron is refused here even with reset => true: no job could
+-- refill the zone in this database (55000); nothing changed (same id,
+-- inline, the row kept: 7 left).
+SELECT regress.try($$SELECT rl_zone_set('cr_mode', refill => 'cron', reset => true)$$);
+SELECT pg_temp.zone_id('cr_mode') = :mode_id2 AS same_zone, refill, refill_tick
 FROM rl_zones WHERE zone = 'cr_mode';
-SELECT count(*) AS old_rows FROM ratelimit.state WHERE zone_id IN (:mode_id, :mode_id2);
+SELECT remaining FROM rl_peek('cr_mode', 'k', 0);
 SELECT regress.try($$SELECT rl_cron_refill('cr_mode')$$);
+-- reset => true with nothing else changed starts a cron zone afresh and
+-- keeps it cron: a new id, its rows gone, no tick (the job went with the
+-- old id), the old id retired.
+SELECT rl_zone_drop('cr_mode');
+SELECT regress.cron_zone('cr_mode', 20, '1 minute', burst => 10);
+SELECT pg_temp.set_tick('cr_mode', '6 seconds');
+SELECT remaining FROM rl_limit('cr_mode', 'k', 3);
+SELECT pg_temp.zone_id('cr_mode') AS mode_id3 \gset
+SELECT rl_zone_set('cr_mode', reset => true);
+SELECT pg_temp.zone_id('cr_mode') NOT IN (:mode_id, :mode_id2, :mode_id3) AS new_zone,
+       algorithm, rate, burst, refill, refill_tick
+FROM rl_zones WHERE zone = 'cr_mode';
+SELECT count(*) AS old_rows FROM ratelimit.state WHERE zone_id IN (:mode_id, :mode_id2, :mode_id3);
+SELECT zone_id = :mode_id2 AS dropped_id, zone_id = :mode_id3 AS reset_id, zone
+FROM ratelimit.retired_zone_id WHERE zone_id IN (:mode_id2, :mode_id3) ORDER BY zone_id;
 SELECT * FROM rl_limit('cr_mode', 'k', 0);
 
 -------------------------------------------------------------------------
@@ -346,7 +412,7 @@ SELECT ratelimit.cron_plan(NULL, 10, '1 minute') IS NULL AS strict;
 -- becomes 833333 of 1000000 units, and one refill adds 1 * 1 s / 1 s = 1
 -- token: tokens 1, the part below one token.  (Read unscaled, the counter
 -- would be 50 whole tokens.)
-SELECT rl_zone_set('cr_period', 'token_bucket', 10, '1 minute', refill => 'cron');
+SELECT regress.cron_zone('cr_period', 10, '1 minute');
 SELECT pg_temp.set_tick('cr_period', '5 seconds');
 SELECT remaining FROM rl_limit('cr_period', 'k', 10);
 SELECT * FROM pg_temp.refills('cr_period', 'k', 1);
@@ -361,7 +427,7 @@ SELECT remaining FROM rl_peek('cr_period', 'k', 0);
 -- rows back.  cr_txn: 10 per minute, a 6-second tick (1 token).  Take 5
 -- (5 left), take 1 (4, cached), refill (5), take 1: 4 left, and 4 stored
 -- at commit.
-SELECT rl_zone_set('cr_txn', 'token_bucket', 10, '1 minute', refill => 'cron');
+SELECT regress.cron_zone('cr_txn', 10, '1 minute');
 SELECT pg_temp.set_tick('cr_txn', '6 seconds');
 BEGIN;
 SELECT remaining FROM rl_limit('cr_txn', 'k', 5);

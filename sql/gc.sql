@@ -113,13 +113,13 @@ SELECT pg_temp.at('2026-01-01', 110) AS t, rl_gc('gc_tb') AS tb, rl_gc('gc_fw') 
 -- never idle, whatever the clock; a full one is.  Lowering the burst to 3
 -- makes c1 (3 left) and c2 (4, held as 3) full; c3 (1 left) stays.
 -------------------------------------------------------------------------
-SELECT rl_zone_set('gc_cron', 'token_bucket', 60, '1 minute', burst => 5, refill => 'cron');
+SELECT regress.cron_zone('gc_cron', 60, '1 minute', burst => 5);
 SELECT pg_temp.at('2026-01-01', 0);
 SELECT remaining FROM rl_limit('gc_cron', 'c1', 2);
 SELECT remaining FROM rl_limit('gc_cron', 'c2', 1);
 SELECT remaining FROM rl_limit('gc_cron', 'c3', 4);
 SELECT pg_temp.at('2027-01-01', 0) AS t, rl_gc('gc_cron'), pg_temp.keys_of('gc_cron');
-SELECT rl_zone_set('gc_cron', 'token_bucket', 60, '1 minute', burst => 3, refill => 'cron');
+SELECT rl_zone_set('gc_cron', burst => 3);
 SELECT rl_gc('gc_cron'), pg_temp.keys_of('gc_cron');
 -- A refill to capacity (what rl_cron_refill's UPDATE does) makes c3 idle too.
 UPDATE ratelimit.state s SET tokens = 3, counter = 0, refill_pending = NULL
@@ -156,11 +156,12 @@ SELECT count(*) AS rows FROM ratelimit.state s JOIN ratelimit.zone z USING (zone
 SELECT remaining, reset_after FROM rl_peek('gc_chunks', 'chunky', 0);
 
 -------------------------------------------------------------------------
--- 5. Rows of dropped zones (orphans).  rl_zone_drop and a change of refill
--- mode delete the zone's rows, but not a row that a concurrent transaction
--- created and had not committed yet: here a prepared transaction.  Such
--- rows belong to no zone; rl_gc() (every zone) removes them, whatever they
--- hold, sliding-window chunks included.  On the 1990 clock (see the top).
+-- 5. Rows of dropped zones (orphans).  rl_zone_drop and rl_zone_set's
+-- reset => true delete the zone's rows, but not a row that a concurrent
+-- transaction created and had not committed yet: here a prepared
+-- transaction.  Such rows belong to no zone; rl_gc() (every zone) removes
+-- them, whatever they hold, sliding-window chunks included.  On the 1990
+-- clock (see the top).
 -------------------------------------------------------------------------
 SET ratelimit.now_override = '1990-01-01 00:00:00+00';
 SELECT rl_zone_set('gc_drop', 'token_bucket', 5, '1 minute');
@@ -180,7 +181,7 @@ CREATE TEMP TABLE dropped AS
 SELECT zone_id, zone FROM ratelimit.zone WHERE zone IN ('gc_drop', 'gc_refill', 'gc_drop_sw');
 SELECT rl_zone_drop('gc_drop');
 SELECT rl_zone_drop('gc_drop_sw');
-SELECT rl_zone_set('gc_refill', 'token_bucket', 5, '1 minute', refill => 'cron');
+SELECT rl_zone_set('gc_refill', reset => true);
 COMMIT PREPARED 'gc_orphans';
 SELECT d.zone, count(*) FILTER (WHERE s.part = 0) AS heads, count(*) FILTER (WHERE s.part > 0) AS chunks
 FROM dropped d JOIN ratelimit.state s USING (zone_id) GROUP BY d.zone ORDER BY d.zone;

@@ -39,7 +39,7 @@ SELECT rl_zone_set('keys_gcra', 'gcra', 1, '2 seconds', burst => 3);
 SELECT rl_zone_set('keys_fw', 'fixed_window', 3, '10 seconds');
 SELECT rl_zone_set('keys_swc', 'sliding_window_counter', 4, '10 seconds');
 SELECT rl_zone_set('keys_sw', 'sliding_window', 3, '10 seconds');
-SELECT rl_zone_set('keys_cron', 'token_bucket', 60, '1 minute', burst => 5, refill => 'cron');
+SELECT regress.cron_zone('keys_cron', 60, '1 minute', burst => 5);
 SELECT count(*) FILTER (WHERE allowed) AS admitted FROM (
     SELECT (rl_limit('keys_tb', 'keys:a', 1)).allowed
     UNION ALL SELECT (rl_limit('keys_tb', 'keys:b', 5)).allowed
@@ -59,8 +59,8 @@ SET ratelimit.now_override = '2026-01-01 00:00:04+00';
 --   keys_fw   keys:a  2 of 3 in the window [0, 10 s): remaining 1, reset 6 s
 --   keys_swc  keys:a  1 of 4 in [0, 10 s): remaining 3, reset 6 + 10 = 16 s
 --   keys_sw   keys:a  admissions at 0 and 2 s: remaining 1, reset 2 + 10 - 4 = 8 s
---   keys_cron keys:a  3 of 5, no refill job (time at the zone's rate, a
---                     token per second): remaining 3, reset 2 s
+--   keys_cron keys:a  3 of 5, no refill job: remaining 3, reset NULL
+--                     (nothing refills it: no time can be promised)
 SELECT * FROM pg_temp.my_keys WHERE store = 'table' ORDER BY zone, key;
 -- What a call of cost 0 sees, for comparison: the same numbers.
 SELECT v.zone, v.key, p.capacity, p.remaining, p.reset_after

@@ -516,7 +516,12 @@ BEGIN
     -- The smallest multiple of the period in whole seconds over which the
     -- rate is a whole number of requests.
     IF result.rate IS NOT NULL AND result.period IS NOT NULL THEN
-        period_us := ratelimit.period_micros(result.period);
+        -- As ratelimit.period_micros counts it (a month is 30 days), written
+        -- out: PUBLIC, which may run this function, cannot use that schema.
+        period_us := (extract(year FROM result.period) * 12 + extract(month FROM result.period)) * 30 * 86400000000
+                     + extract(day FROM result.period) * 86400000000
+                     + (extract(hour FROM result.period) * 3600 + extract(minute FROM result.period) * 60) * 1000000
+                     + extract(microseconds FROM result.period);
         rate_denominator := power(10::numeric, scale(result.rate))
                             / gcd(result.rate * power(10::numeric, scale(result.rate)),
                                   power(10::numeric, scale(result.rate)));
@@ -527,8 +532,10 @@ BEGIN
         'RateLimit-Policy', CASE WHEN multiplier IS NOT NULL THEN
             policy_name || ';q=' || trunc(result.rate * multiplier)::text
                         || ';w=' || trunc(period_us * multiplier / 1000000)::text END,
+        -- r is required; t is left out where no time can be promised (a
+        -- cron zone that no job refills).
         'RateLimit', policy_name || ';r=' || result.remaining::text
-                     || ';t=' || ceil(extract(epoch FROM result.reset_after))::bigint::text,
+                     || coalesce(';t=' || ceil(extract(epoch FROM result.reset_after))::bigint::text, ''),
         'Retry-After', CASE WHEN NOT result.allowed
                             THEN ceil(extract(epoch FROM result.retry_after))::bigint::text END);
     IF legacy THEN
@@ -1034,8 +1041,11 @@ BEGIN
 
     IF NOT result.allowed THEN
         message := format('rate limit of zone "%s" exceeded', zone);
-        detail := coalesce(format('Retry after %s s.', ceil(extract(epoch FROM result.retry_after))::bigint),
-                           'No refill is scheduled.');
+        detail := CASE WHEN result.retry_after IS NULL THEN 'No refill is scheduled.'
+                       ELSE format('Retry after %s s.', ceil(extract(epoch FROM result.retry_after))::bigint) END;
+        IF result.retry_after IS NULL THEN
+            hint := 'No time to retry can be given: the limit refills only when its refill job runs.';
+        END IF;
         IF current_setting('ratelimit.guard_error') = 'pt429' THEN
             RAISE EXCEPTION USING ERRCODE = 'PT429', MESSAGE = message, DETAIL = detail, HINT = hint;
         END IF;

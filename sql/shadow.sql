@@ -79,7 +79,8 @@ SELECT * FROM pg_temp.calls('tb', 1, 2);
 -- rl_peek applies the same override, and takes nothing.
 SELECT * FROM rl_peek('sh_tb', 'sh:key');
 SELECT * FROM rl_peek('sh_tb_real', 'sh:key');
--- The headers of a shadow refusal: no Retry-After, the call was let through.
+-- The headers of a shadow refusal: no Retry-After, the call was let
+-- through; the policy is the zone's (2 per 10 s), 0 left, full in 13 s.
 SELECT rl_headers(r) FROM rl_peek('sh_tb', 'sh:key') r;
 -- History records the real decisions (4 allowed, 4 refused), identical
 -- for the shadow zone and its twin.

@@ -398,8 +398,9 @@ SELECT zone, algorithm, store FROM rl_zones WHERE zone IN ('s_sw', 't_sw', 's_tb
 
 -------------------------------------------------------------------------
 -- 7. Altering a zone without changing algorithm or store keeps its keys'
--- state on both stores (zones.sql section 12); changing the store starts
--- every key afresh under a new zone id.
+-- state on both stores (zones.sql section 12); changing the store cannot
+-- carry the keys' state: refused without reset => true (55000), and with
+-- it every key starts afresh under a new zone id.
 -------------------------------------------------------------------------
 SET ratelimit.now_override = '2026-01-01 00:40:00+00';
 SELECT count(rl_zone_set(zone, 'token_bucket', 10, '1 minute', store => store)) AS zones_created
@@ -413,21 +414,33 @@ FROM (VALUES ('t_alter', 'table'), ('s_alter', 'shmem')) v(zone, store);
 -- tokens at the new rate, 3 s each = 57 s, on both.
 SELECT zone, (r).*
 FROM (SELECT zone, rl_limit(zone, 'k') AS r FROM unnest(ARRAY['t_alter', 's_alter']) zone OFFSET 0) s
-ORDER BY zone;
+ORDER BY 1;
 
 -- 'mv': table -> shmem -> table.
 SELECT rl_zone_set('mv', 'token_bucket', 10, '1 minute');
 SELECT pg_temp.zone_id('mv') AS mv_table_id \gset
 SELECT * FROM rl_limit('mv', 'k', 8);  -- 2 left, reset 48 s
-SELECT rl_zone_set('mv', 'token_bucket', 10, '1 minute', store => 'shmem');
+-- Without reset: refused, the zone and its row as they were.
+SELECT regress.try($$SELECT rl_zone_set('mv', 'token_bucket', 10, '1 minute', store => 'shmem')$$);
+SELECT store, pg_temp.zone_id('mv') = :mv_table_id AS same_zone_id,
+       (SELECT count(*) FROM ratelimit.state WHERE zone_id = :mv_table_id) AS table_rows
+FROM rl_zones WHERE zone = 'mv';
+SELECT rl_zone_set('mv', 'token_bucket', 10, '1 minute', store => 'shmem', reset => true);
 SELECT store, pg_temp.zone_id('mv') <> :mv_table_id AS new_zone_id,
        (SELECT count(*) FROM ratelimit.state WHERE zone_id = :mv_table_id) AS old_table_rows
 FROM rl_zones WHERE zone = 'mv';
 SELECT pg_temp.zone_id('mv') AS mv_shmem_id \gset
 SELECT * FROM rl_limit('mv', 'k', 3);  -- afresh: 7 left, reset 18 s
-SELECT rl_zone_set('mv', 'token_bucket', 10, '1 minute', store => 'table');
+-- Back to the table store, the store alone named: refused without reset
+-- (the shmem key keeps its 7), then afresh with it.
+SELECT regress.try($$SELECT rl_zone_set('mv', store => 'table')$$);
+SELECT remaining FROM rl_peek('mv', 'k', 0);
+SELECT rl_zone_set('mv', store => 'table', reset => true);
 SELECT store, pg_temp.zone_id('mv') NOT IN (:mv_table_id, :mv_shmem_id) AS new_zone_id FROM rl_zones WHERE zone = 'mv';
 SELECT * FROM rl_limit('mv', 'k', 1);  -- afresh again: 9 left, reset 6 s
+-- The shmem key of the old id is gone, not only unreachable: no key of
+-- that id is left in shared memory.
+SELECT count(*) AS shmem_keys_of_old_id FROM ratelimit.shmem_keys() WHERE zone_id = :mv_shmem_id;
 
 -------------------------------------------------------------------------
 -- 8. rl_zone_drop removes the zone's keys from shared memory.  In shared
@@ -465,21 +478,21 @@ SELECT rl_reset('s_drop', 'k') AS had_state, rl_reset('s_drop', 'k') AS again;
 --   swc:  1..5 (4, 1), 6 (refused), 7, 8, 9, 11, 12, 15, 16 (refused):
 --         10 / 3
 --   s_hist 1 / 0 (the read-only call raised); t_alter, s_alter 2 / 0;
---   mv 1 / 0 under its last id, and under its old ids (dropped zones)
---   1 / 0 each; s_drop 2 / 1 under its first life and 1 / 0 under its
---   second, the same id: 3 / 1.
+--   mv 1 / 0 under each of its three ids (table, shmem, table: the
+--   refused changes decided nothing), counted by its name: 3 / 0; s_drop
+--   2 / 1 under its first life and 1 / 0 under its second, the same id:
+--   3 / 1.
 -- No zone of this file has a key evicted or refused for room.
 -------------------------------------------------------------------------
 SELECT zone, allowed, refused, evicted, "full"
 FROM rl_counters
 WHERE zone ~ '^(t|s)_' OR zone = 'mv'
 ORDER BY substr(zone, 3), zone;
-SELECT CASE zone WHEN format('(dropped zone %s)', :mv_table_id) THEN 'mv (table, first id)'
-                 WHEN format('(dropped zone %s)', :mv_shmem_id) THEN 'mv (shmem, second id)' END AS zone,
-       allowed, refused, evicted, "full"
-FROM rl_counters
-WHERE zone IN (format('(dropped zone %s)', :mv_table_id), format('(dropped zone %s)', :mv_shmem_id))
-ORDER BY 1;
+-- mv's two earlier ids are retired under its name (so they count as
+-- 'mv'), and no counted id is left without a name.
+SELECT zone_id = :mv_table_id AS table_id, zone_id = :mv_shmem_id AS shmem_id, zone
+FROM ratelimit.retired_zone_id WHERE zone_id IN (:mv_table_id, :mv_shmem_id) ORDER BY zone_id;
+SELECT count(*) AS unnamed_ids FROM rl_counters WHERE zone LIKE '(zone id %';
 -- rl_token_bucket and rl_gcra count under pseudo-zones of their own; this
 -- file's share (counted from before section 3):
 --   rl_token_bucket: section 3, per store 12 calls (10, 2), 2 allowed, 100
@@ -493,3 +506,229 @@ FROM rl_counters c
 LEFT JOIN counters_before b ON b.zone_id = CASE c.zone WHEN '(rl_token_bucket)' THEN 0 ELSE -1 END
 WHERE c.zone IN ('(rl_token_bucket)', '(rl_gcra)')
 ORDER BY c.zone;
+
+-------------------------------------------------------------------------
+-- 10. Changing a shmem zone (zone_changes.sql does the table store): an
+-- option left out keeps its value; a new rate, period, burst, history or
+-- shadow keeps the keys' state in shared memory; another algorithm (or
+-- store) without reset => true is refused (55000) and changes nothing;
+-- with it, the zone's keys leave shared memory, the zone gets a new id
+-- and the old one is retired under its name.
+-------------------------------------------------------------------------
+SET ratelimit.now_override = '2026-01-01 02:00:00+00';
+-- The README's old pitfall: a shmem zone in shadow mode, then a new rate
+-- given with the four positional arguments alone.  It stays on the shmem
+-- store and in shadow mode, and its keys keep their state: 's2:k' took 8
+-- of 10 (2 left); without a burst the capacity follows the rate (200):
+-- still 2 left, full in 198 tokens at 200 per minute = 59.4 s.
+SELECT rl_zone_set('s2', 'token_bucket', 10, '1 minute', store => 'shmem', shadow => true);
+SELECT pg_temp.zone_id('s2') AS s2_id \gset
+SELECT remaining FROM rl_limit('s2', 's2:k', 8);
+SELECT rl_zone_set('s2', 'token_bucket', 200, '1 minute');
+SELECT pg_temp.zone_id('s2') = :s2_id AS same_zone_id, algorithm, rate, store, shadow, history
+FROM rl_zones WHERE zone = 's2';
+SELECT capacity, remaining, reset_after, would_allow FROM rl_peek('s2', 's2:k', 0);
+-- Each option alone keeps the others, and the key its state: burst 20,
+-- period 2 minutes (100 per minute), history on, shadow off, one at a
+-- time: the key still holds 2 of 20, full in 18 tokens = 10.8 s.
+SELECT rl_zone_set('s2', burst => 20);
+SELECT rl_zone_set('s2', period => '2 minutes');
+SELECT rl_zone_set('s2', history => true);
+SELECT rl_zone_set('s2', shadow => false);
+SELECT pg_temp.zone_id('s2') = :s2_id AS same_zone_id, algorithm, rate, period, capacity, burst, store,
+       history, shadow
+FROM rl_zones WHERE zone = 's2';
+SELECT capacity, remaining, reset_after FROM rl_peek('s2', 's2:k', 0);
+SELECT rl_zone_set('s2', history => false);
+-- Another algorithm without reset: refused, nothing changed (the zone
+-- row, the key in shared memory).
+SELECT (SELECT z::text FROM ratelimit.zone z WHERE z.zone = 's2') AS s2_row \gset
+SELECT regress.try($$SELECT rl_zone_set('s2', 'fixed_window', 5, '1 minute')$$);
+SELECT (SELECT z::text FROM ratelimit.zone z WHERE z.zone = 's2') = :'s2_row' AS unchanged;
+SELECT capacity, remaining, reset_after FROM rl_peek('s2', 's2:k', 0);
+SELECT count(*) AS shmem_keys FROM ratelimit.shmem_keys() WHERE zone_id = :s2_id;
+-- The exact sliding window is refused on shmem (0A000), with reset too.
+SELECT regress.try($$SELECT rl_zone_set('s2', 'sliding_window', reset => true)$$);
+-- With reset => true: a new id, the old id's keys gone from shared
+-- memory, the old id retired under the name; the key starts full.
+SELECT rl_zone_set('s2', 'fixed_window', 5, '1 minute', reset => true);
+SELECT pg_temp.zone_id('s2') <> :s2_id AS new_zone_id, algorithm, rate, capacity, burst, store, shadow
+FROM rl_zones WHERE zone = 's2';
+SELECT count(*) AS old_id_shmem_keys FROM ratelimit.shmem_keys() WHERE zone_id = :s2_id;
+SELECT zone FROM ratelimit.retired_zone_id WHERE zone_id = :s2_id;
+SELECT capacity, remaining FROM rl_limit('s2', 's2:k');
+-- reset => true alone: the same definition, afresh again.
+SELECT pg_temp.zone_id('s2') AS s2_id2 \gset
+SELECT rl_zone_set('s2', reset => true);
+SELECT pg_temp.zone_id('s2') NOT IN (:s2_id, :s2_id2) AS new_zone_id, algorithm, rate, store
+FROM rl_zones WHERE zone = 's2';
+SELECT count(*) AS old_id_shmem_keys FROM ratelimit.shmem_keys() WHERE zone_id = :s2_id2;
+SELECT remaining FROM rl_peek('s2', 's2:k', 0);
+
+-------------------------------------------------------------------------
+-- 11. rl_counters by name on the shmem store: a zone's counts survive a
+-- reset and a drop and re-creation under the same name, in one row.
+--   first id: 2 allowed, 1 refused; after the reset: 1 allowed; created
+--   again: 1 allowed, 1 refused: 4 / 2.  s2 (section 10): 2 allowed (a
+--   call of cost 8, one of cost 1 after the first reset), in one row
+--   with its three ids.
+-------------------------------------------------------------------------
+SET ratelimit.now_override = '2026-01-01 02:10:00+00';
+SELECT rl_zone_set('s_cnt', 'fixed_window', 2, '1 hour', store => 'shmem');
+SELECT count(*) FILTER (WHERE (r).allowed) AS allowed, count(*) FILTER (WHERE NOT (r).allowed) AS refused
+FROM (SELECT rl_limit('s_cnt', 'k') AS r FROM generate_series(1, 3) OFFSET 0) s;
+SELECT rl_zone_set('s_cnt', reset => true);
+SELECT allowed FROM rl_limit('s_cnt', 'k');
+SELECT zone, allowed, refused FROM rl_counters WHERE zone = 's_cnt';
+SELECT rl_zone_drop('s_cnt');
+SELECT zone, allowed, refused FROM rl_counters WHERE zone = 's_cnt';
+SELECT rl_zone_set('s_cnt', 'fixed_window', 1, '1 hour', store => 'shmem');
+SELECT count(*) FILTER (WHERE (r).allowed) AS allowed, count(*) FILTER (WHERE NOT (r).allowed) AS refused
+FROM (SELECT rl_limit('s_cnt', 'k') AS r FROM generate_series(1, 2) OFFSET 0) s;
+SELECT zone, allowed, refused, evicted, "full" FROM rl_counters WHERE zone IN ('s_cnt', 's2') ORDER BY zone;
+SELECT count(*) AS unnamed_ids FROM rl_counters WHERE zone LIKE '(zone id %';
+
+-------------------------------------------------------------------------
+-- 12. Fractional rates on the shmem store, as on the table store
+-- (fractional.sql): 5.5 per second, capacity 5; paced every 0.5 s after
+-- emptying it, 2, 3, 3, 3 admitted (11 in 2 s), then a wait of 1 / 5.5 s
+-- rounded up; gcra alike.  No step differs between the stores.
+-------------------------------------------------------------------------
+SELECT count(rl_zone_set(p || alg, alg, 5.5, '1 second', store => store))
+FROM (VALUES ('t_f_', 'table'), ('s_f_', 'shmem')) s(p, store), unnest(ARRAY['token_bucket', 'gcra']) alg;
+SELECT zone, rate, capacity, store FROM rl_zones WHERE zone LIKE '%\_f\_%' ORDER BY zone;
+CREATE TEMP TABLE frac AS
+SELECT alg, store, step, (r).allowed, (r).remaining, (r).retry_after, (r).reset_after
+FROM (SELECT alg, store, step,
+             rl_limit(CASE store WHEN 'table' THEN 't_f_' ELSE 's_f_' END || alg, 'k', cost) AS r
+      FROM unnest(ARRAY['token_bucket', 'gcra']) alg, unnest(ARRAY['table', 'shmem']) store,
+           LATERAL (SELECT step, cost, set_config('ratelimit.now_override',
+                                                  (timestamptz '2026-01-01 03:00:00+00' + t * interval '1 second')::text, false),
+                           alg AS a, store AS s
+                    FROM (VALUES (1, 0.0, 5), (2, 0.5, 2), (3, 0.5, 1), (4, 1.0, 3), (5, 1.5, 3), (6, 2.0, 3), (7, 2.0, 1))
+                         v(step, t, cost)) c
+      OFFSET 0) x;
+SELECT alg, step, allowed, remaining, retry_after, reset_after FROM frac WHERE store = 'shmem' ORDER BY alg DESC, step;
+SELECT count(*) AS differing
+FROM frac t JOIN frac s USING (alg, step)
+WHERE t.store = 'table' AND s.store = 'shmem'
+  AND (t.allowed, t.remaining, t.retry_after, t.reset_after) IS DISTINCT FROM (s.allowed, s.remaining, s.retry_after, s.reset_after);
+
+-------------------------------------------------------------------------
+-- 13. rl_limit(zones text[]) on the shmem store, and mixed with the table
+-- store (multi_zone.sql does the table store alone).  5 per second AND 2
+-- per minute: 5 calls at one instant admit 2, and the refused calls
+-- charged neither zone (the per-second zone has 3 left); the same with
+-- the per-minute zone on the table store.
+-------------------------------------------------------------------------
+SET ratelimit.now_override = '2026-01-01 04:00:00+00';
+SELECT rl_zone_set('m_s_sec', 'token_bucket', 5, '1 second', store => 'shmem');
+SELECT rl_zone_set('m_s_min', 'token_bucket', 2, '1 minute', store => 'shmem');
+SELECT rl_zone_set('m_t_min', 'token_bucket', 2, '1 minute');
+SELECT g, (r).allowed, (r).remaining, (r).retry_after, (r).zone
+FROM (SELECT g, rl_limit(ARRAY['m_s_sec', 'm_s_min'], 'all-shmem') AS r FROM generate_series(1, 5) g OFFSET 0) s;
+SELECT p.zone, p.remaining FROM unnest(ARRAY['m_s_sec', 'm_s_min']) z, rl_peek(z, 'all-shmem', 0) p ORDER BY 1;
+SELECT g, (r).allowed, (r).remaining, (r).retry_after, (r).zone
+FROM (SELECT g, rl_limit(ARRAY['m_s_sec', 'm_t_min'], 'mixed') AS r FROM generate_series(1, 5) g OFFSET 0) s;
+SELECT p.zone, p.remaining FROM unnest(ARRAY['m_s_sec', 'm_t_min']) z, rl_peek(z, 'mixed', 0) p ORDER BY 1;
+-- Refused by the shmem zone: the table zone is not charged.  'mixed2':
+-- the per-second zone emptied alone (5), then the array refused (retry
+-- 0.2 s); the table zone still has its 2.
+SELECT remaining FROM rl_limit('m_s_sec', 'mixed2', 5);
+SELECT allowed, remaining, retry_after, zone FROM rl_limit(ARRAY['m_t_min', 'm_s_sec'], 'mixed2');
+SELECT remaining FROM rl_peek('m_t_min', 'mixed2', 0);
+-- Rolled back: the table zone's charge comes back, the shmem zone's does
+-- not (the shmem store is not transactional).
+BEGIN;
+SELECT allowed, remaining, zone FROM rl_limit(ARRAY['m_s_sec', 'm_t_min'], 'rb');
+ROLLBACK;
+SELECT p.zone, p.remaining FROM unnest(ARRAY['m_s_sec', 'm_t_min']) z, rl_peek(z, 'rb', 0) p ORDER BY 1;
+-- Read-only: shmem zones alone decide; with a table zone, 25006 and
+-- nothing charged on either store.
+BEGIN READ ONLY;
+SELECT allowed, remaining, zone FROM rl_limit(ARRAY['m_s_sec', 'm_s_min'], 'ro');
+SELECT regress.try($$SELECT rl_limit(ARRAY['m_s_sec', 'm_t_min'], 'ro2')$$);
+COMMIT;
+SELECT p.zone, p.remaining FROM unnest(ARRAY['m_s_sec', 'm_t_min']) z, rl_peek(z, 'ro2', 0) p ORDER BY 1;
+-- A one-zone array is rl_limit(zone) on the shmem store too: the twins of
+-- section 1 (t_* on the table store, s_* on shmem, same limits) take the
+-- same calls, one zone by an array: no result differs but the name.
+SET ratelimit.now_override = '2026-01-01 05:00:00+00';
+CREATE TEMP TABLE one_zone AS
+SELECT alg, step, rl_limit(ARRAY['s_' || alg], 'one', cost) AS by_array, rl_limit('t_' || alg, 'one', cost) AS by_name
+FROM unnest(ARRAY['tb', 'gcra', 'fw', 'swc']) alg,
+     LATERAL (SELECT step, cost, set_config('ratelimit.now_override',
+                                            (timestamptz '2026-01-01 05:00:00+00' + step * interval '3 seconds')::text, false),
+                     alg AS a
+              FROM generate_series(1, 12) step, LATERAL (SELECT (ARRAY[1, 2, 3, 0])[step % 4 + 1] AS cost) c) c
+ORDER BY alg, step;
+SELECT alg, count(*) AS calls, count(*) FILTER (WHERE (by_array).allowed) AS admitted,
+       count(*) FILTER (WHERE ((by_array).allowed, (by_array).capacity, (by_array).remaining,
+                               (by_array).retry_after, (by_array).reset_after, (by_array).would_allow)
+                              IS DISTINCT FROM
+                              ((by_name).allowed, (by_name).capacity, (by_name).remaining,
+                               (by_name).retry_after, (by_name).reset_after, (by_name).would_allow)) AS differing
+FROM one_zone GROUP BY alg ORDER BY alg;
+-- History on a shmem zone in an array: recorded as the call went.
+SET ratelimit.now_override = '2026-01-01 06:00:00+00';
+SELECT rl_zone_set('m_s_hist', 'fixed_window', 1, '1 minute', store => 'shmem', history => true);
+SELECT g, (r).allowed, (r).zone FROM (SELECT g, rl_limit(ARRAY['m_s_hist', 'm_t_min'], 'h') AS r FROM generate_series(1, 2) g OFFSET 0) s;
+SELECT zone, key, cost, allowed FROM ratelimit.history WHERE zone = 'm_s_hist' ORDER BY allowed DESC;
+-- Each zone counts every call as it went (also the rolled-back one: the
+-- counters are not transactional; not the read-only call that raised):
+--   m_s_sec: 'all-shmem' 2 / 3, 'mixed' 2 / 3, its own call 1 / 0, the
+--            refused 'mixed2' 0 / 1, 'rb' 1 / 0, 'ro' 1 / 0: 7 / 7
+--   m_s_min: 'all-shmem' 2 / 3, 'ro' 1 / 0: 3 / 3
+--   m_t_min: 'mixed' 2 / 3, 'mixed2' 0 / 1, 'rb' 1 / 0, 'h' 1 / 1: 4 / 5
+--   m_s_hist: 'h' 1 / 1
+SELECT zone, allowed, refused FROM rl_counters WHERE zone IN ('m_s_sec', 'm_s_min', 'm_t_min', 'm_s_hist') ORDER BY zone;
+
+-------------------------------------------------------------------------
+-- 14. rl_refund on the shmem store (refund.sql does the table store): the
+-- section 1 twins take and get back the same; no result differs between
+-- the stores.  token_bucket (20 of 20): take 12, refund 5, refund 100;
+-- gcra (16): take 10, refund 4, refund 100; fixed_window (3): take 3,
+-- refund 2, refund 5; sliding_window_counter (4): take 4, refund 1,
+-- refund 9; then each a key without state.
+-------------------------------------------------------------------------
+SET ratelimit.now_override = '2026-01-01 07:00:00+00';
+CREATE TEMP TABLE refunds AS
+SELECT alg, step, op, store, r
+FROM (VALUES ('tb', 1, 'limit', 12), ('tb', 2, 'refund', 5), ('tb', 3, 'refund', 100),
+             ('gcra', 1, 'limit', 10), ('gcra', 2, 'refund', 4), ('gcra', 3, 'refund', 100),
+             ('fw', 1, 'limit', 3), ('fw', 2, 'refund', 2), ('fw', 3, 'refund', 5),
+             ('swc', 1, 'limit', 4), ('swc', 2, 'refund', 1), ('swc', 3, 'refund', 9)) v(alg, step, op, cost),
+     unnest(ARRAY['t_', 's_']) p,
+     LATERAL (SELECT CASE p WHEN 't_' THEN 'table' ELSE 'shmem' END AS store,
+                     CASE op WHEN 'limit' THEN rl_limit(p || alg, 'rf', cost)
+                             ELSE rl_refund(p || alg, 'rf', cost) END AS r) x
+ORDER BY alg, step, p;
+SELECT alg, step, op, (r).allowed, (r).capacity, (r).remaining, (r).reset_after
+FROM refunds WHERE store = 'shmem' ORDER BY CASE alg WHEN 'tb' THEN 1 WHEN 'gcra' THEN 2 WHEN 'fw' THEN 3 ELSE 4 END, step;
+SELECT count(*) AS differing
+FROM refunds t JOIN refunds s USING (alg, step)
+WHERE t.store = 'table' AND s.store = 'shmem'
+  AND ((t.r).allowed, (t.r).capacity, (t.r).remaining, (t.r).retry_after, (t.r).reset_after)
+      IS DISTINCT FROM ((s.r).allowed, (s.r).capacity, (s.r).remaining, (s.r).retry_after, (s.r).reset_after);
+-- A key without state: full, and no key created in shared memory.
+SELECT p.zone, p.allowed, p.remaining, p.reset_after
+FROM unnest(ARRAY['s_tb', 's_gcra', 's_fw', 's_swc']) z, rl_refund(z, 'rf-never', 3) p ORDER BY 1;
+SELECT count(*) AS shmem_keys_of_never FROM ratelimit.shmem_keys() WHERE key = 'rf-never';
+-- Not transactional: a refund rolled back stays given back (s_tb 'rf2'
+-- took 10: 10 left; refund 4 in a rolled-back transaction: 14).
+SELECT remaining FROM rl_limit('s_tb', 'rf2', 10);
+BEGIN;
+SELECT remaining FROM rl_refund('s_tb', 'rf2', 4);
+ROLLBACK;
+SELECT remaining FROM rl_peek('s_tb', 'rf2', 0);
+-- Read-only: a shmem zone without history refunds; with history (a
+-- table row) 25006.
+BEGIN READ ONLY;
+SELECT allowed, remaining FROM rl_refund('s_tb', 'rf2', 1);
+SELECT regress.try($$SELECT rl_refund('s_hist', 'ro')$$);
+COMMIT;
+-- With history: recorded with a negative cost (s_hist, 2 per minute:
+-- take 2, refund 1: 1 left).
+SELECT allowed, remaining FROM rl_limit('s_hist', 'rf', 2);
+SELECT allowed, remaining FROM rl_refund('s_hist', 'rf', 1);
+SELECT zone, key, cost, allowed FROM ratelimit.history WHERE zone = 's_hist' AND key = 'rf' ORDER BY cost DESC;

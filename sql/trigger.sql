@@ -335,5 +335,21 @@ SELECT rl_zone_set('trg_shadow', 'token_bucket', 2, '1 minute', history => true,
 SELECT pg_temp.try($$INSERT INTO drafts VALUES ('zoe', 'enforced')$$);
 SELECT pg_temp.try($$INSERT INTO drafts VALUES ('yan', 'enforced')$$);
 
-DROP TABLE comments, misuse, events, posts, up2, up4, up8, shm, drafts CASCADE;
+-------------------------------------------------------------------------
+-- A cron zone (regress.cron_zone: see sql/setup.sql) that no job refills:
+-- once its 2 tokens are taken, a row is refused and the message says no
+-- refill is scheduled (no time can be promised); with a job (a 30-second
+-- tick: a token per tick), the wait in whole ticks.
+-------------------------------------------------------------------------
+SELECT regress.cron_zone('trg_cron', 2, '1 minute');
+CREATE TABLE jobs (queue text);
+CREATE TRIGGER jobs_limit BEFORE INSERT ON jobs
+    FOR EACH ROW EXECUTE FUNCTION rl_limit_trigger('trg_cron', 'queue');
+SELECT pg_temp.try($$INSERT INTO jobs VALUES ('q'), ('q')$$);
+SELECT pg_temp.try($$INSERT INTO jobs VALUES ('q')$$);
+UPDATE ratelimit.zone SET refill_tick = '30 seconds' WHERE zone = 'trg_cron';
+SELECT pg_temp.try($$INSERT INTO jobs VALUES ('q')$$);
+SELECT count(*) AS jobs FROM jobs;
+
+DROP TABLE comments, misuse, events, posts, up2, up4, up8, shm, drafts, jobs CASCADE;
 SELECT count(rl_zone_drop(zone)) AS zones_dropped FROM rl_zones WHERE zone LIKE 'trg\_%';

@@ -249,7 +249,7 @@ SET ratelimit.now_override = '2026-01-01 04:00:00+00';
 SELECT zone, (r).*
 FROM (SELECT zone, rl_limit(zone, 'zero', 0) AS r
       FROM unnest(ARRAY['z_tb', 'z_gcra', 'z_fw', 'z_swc', 'z_sw']) AS zone OFFSET 0) s
-ORDER BY zone;
+ORDER BY 1;
 SELECT count(*) AS rows_of_zero_cost_key FROM ratelimit.state WHERE key = 'zero';
 -- Exhaust every zone's key 'zero' in one statement (20 calls each), then cost 0.
 SELECT zone, count(*) FILTER (WHERE (r).allowed) AS admitted
@@ -260,7 +260,7 @@ GROUP BY zone ORDER BY zone;
 SELECT zone, (r).*
 FROM (SELECT zone, rl_limit(zone, 'zero', 0) AS r
       FROM unnest(ARRAY['z_tb', 'z_gcra', 'z_fw', 'z_swc', 'z_sw']) AS zone OFFSET 0) s
-ORDER BY zone;
+ORDER BY 1;
 
 -------------------------------------------------------------------------
 -- 9. rl_reset: true when the key had state, false otherwise; the key is
@@ -273,7 +273,7 @@ SELECT count(*) AS rows_after_reset FROM ratelimit.state WHERE key = 'zero';
 SELECT zone, (r).*
 FROM (SELECT zone, rl_limit(zone, 'zero') AS r
       FROM unnest(ARRAY['z_tb', 'z_gcra', 'z_fw', 'z_swc', 'z_sw']) AS zone OFFSET 0) s
-ORDER BY zone;
+ORDER BY 1;
 -- rl_reset of a key in one zone leaves the same key in the others alone.
 SELECT rl_reset('z_tb', 'zero');
 SELECT z.zone, count(s.key) AS rows_of_zero
@@ -320,31 +320,34 @@ SELECT count(*) AS history_of_rolled_back FROM ratelimit.history WHERE key = 'h2
 -- Zones without history wrote nothing: every row is z_hist's.
 SELECT zone, count(*) FROM ratelimit.history GROUP BY zone;
 -- Turning history off (same algorithm, state kept) stops recording; on again records.
-SELECT rl_zone_set('z_hist', 'token_bucket', 2, '1 hour');
+-- (An option left out keeps its value: history => false turns it off.)
+SELECT rl_zone_set('z_hist', 'token_bucket', 2, '1 hour', history => false);
 SELECT allowed, remaining, txn_id FROM rl_limit('z_hist', 'h', 0);
 SELECT count(*) AS history_rows_after_off FROM ratelimit.history;
 SELECT rl_zone_set('z_tb', 'token_bucket', 10, '1 minute', burst => 20, history => true);
 SET ratelimit.now_override = '2026-01-01 05:00:04+00';
 SELECT r.allowed, r.txn_id IS NOT NULL AS has_txn_id FROM rl_limit('z_tb', 'h-on') r;
 SELECT zone, key, cost, allowed FROM ratelimit.history WHERE recorded_at = '2026-01-01 05:00:04+00';
-SELECT rl_zone_set('z_tb', 'token_bucket', 10, '1 minute', burst => 20);
+SELECT rl_zone_set('z_tb', history => false);
 
 -------------------------------------------------------------------------
--- 11. rl_headers: RateLimit-Limit, -Remaining, -Reset (whole seconds,
--- rounded up) and, refused only, Retry-After (rounded up).
+-- 11. rl_headers (headers.sql tests it in full): RateLimit-Policy
+-- "<zone>";q=<rate>;w=<period s>, RateLimit "<zone>";r=<remaining>;t=<reset,
+-- whole seconds rounded up> and, refused only, Retry-After (rounded up).
 -------------------------------------------------------------------------
 SET ratelimit.now_override = '2026-01-01 06:00:00+00';
-SELECT rl_headers(r) FROM rl_limit('z_tb', 'hdr') r;  -- 20, 19, 6
-SELECT rl_headers(r) FROM rl_limit('z_tb', 'hdr', 19) r;  -- 20, 0, 120
+SELECT rl_headers(r) FROM rl_limit('z_tb', 'hdr') r;  -- q=10;w=60, r=19;t=6
+SELECT rl_headers(r) FROM rl_limit('z_tb', 'hdr', 19) r;  -- r=0;t=120
 SELECT rl_headers(r) FROM rl_limit('z_tb', 'hdr') r;  -- refused: Retry-After 6
 -- The sliding-window counter's 6.75 s and 12 s (section 5)
 -- at 06:00:02 (2 s past a multiple of 7 s since 2000-01-01, as 00:00:00 was).
 SET ratelimit.now_override = '2026-01-01 06:00:02+00';
 SELECT count(*) FROM (SELECT rl_limit('z_swc', 'hdr') FROM generate_series(1, 4) OFFSET 0) s;
-SELECT r.retry_after, r.reset_after, rl_headers(r) FROM rl_limit('z_swc', 'hdr') r;  -- Retry-After 7, Reset 12
-SELECT rl_headers(ROW(true, 5, 4, NULL, '0.000001 s', NULL)::rl_result) AS tiny_reset,
-       rl_headers(ROW(true, 5, 5, NULL, '0 s', NULL)::rl_result) AS full_key,
-       rl_headers(ROW(false, 5, 0, '2 s', '3 s', 42)::rl_result) AS whole_seconds;
+SELECT r.retry_after, r.reset_after, rl_headers(r) FROM rl_limit('z_swc', 'hdr') r;  -- q=4;w=7, Retry-After 7, t=12
+-- Rounded up: 1 us is 1 s; a full key t=0; whole seconds stay.
+SELECT rl_headers(ROW(true, 5, 4, NULL, '0.000001 s', NULL, true, 'z', 5, '1 s')::rl_result) AS tiny_reset,
+       rl_headers(ROW(true, 5, 5, NULL, '0 s', NULL, true, 'z', 5, '1 s')::rl_result) AS full_key,
+       rl_headers(ROW(false, 5, 0, '2 s', '3 s', 42, false, 'z', 5, '1 s')::rl_result) AS whole_seconds;
 
 -------------------------------------------------------------------------
 -- 12. Altering a zone: the same algorithm keeps every key's state and the
@@ -370,9 +373,16 @@ SET ratelimit.now_override = '2026-01-01 07:01:03+00';
 SELECT rl_zone_set('z_alter', 'token_bucket', 20, '1 minute', burst => 5);
 SELECT * FROM rl_limit('z_alter', 'k');
 
--- Another algorithm starts every key afresh: a new zone id, the old rows
--- deleted.
-SELECT rl_zone_set('z_alter', 'fixed_window', 5, '1 minute');
+-- Another algorithm cannot read the keys' state: refused without
+-- reset => true (55000), and nothing changes (same id, the key's 4 tokens:
+-- peek cost 0 shows 4 of 5).
+SELECT regress.try($$SELECT rl_zone_set('z_alter', 'fixed_window', 5, '1 minute')$$);
+SELECT pg_temp.zone_id('z_alter') = :alter_id AS same_zone_id, algorithm, rate, capacity
+FROM rl_zones WHERE zone = 'z_alter';
+SELECT remaining FROM rl_peek('z_alter', 'k', 0);
+-- With reset => true every key starts afresh: a new zone id, the old rows
+-- deleted (zone_changes.sql tests the changes in full).
+SELECT rl_zone_set('z_alter', 'fixed_window', 5, '1 minute', reset => true);
 SELECT pg_temp.zone_id('z_alter') <> :alter_id AS new_zone_id;
 SELECT count(*) AS rows_under_old_id FROM ratelimit.state WHERE zone_id = :alter_id;
 SELECT count(*) AS rows_under_new_id FROM ratelimit.state WHERE zone_id = pg_temp.zone_id('z_alter');

@@ -88,6 +88,10 @@ GrantHint(const ErrorData *edata)
 		return psprintf("%s is for the owner of extension ratelimit: zone management, "
 						"reset, garbage collection and grants are not granted by rl_grant.",
 						name);
+	if (strcmp(name, "rl_refund") == 0)
+		return pstrdup("PUBLIC executes no rate-limit function. The extension's owner "
+					   "grants rl_refund to a role with "
+					   "SELECT rl_grant('role_name', 'refund').");
 	return pstrdup("PUBLIC executes no rate-limit function. The extension's owner "
 				   "grants the decision functions to a role with "
 				   "SELECT rl_grant('role_name').");

@@ -103,12 +103,12 @@ ResultDatum(FunctionCallInfo fcinfo, const RlCall *call)
 	values[5] = Int64GetDatum(call->txn_id);
 	nulls[5] = !call->recorded;
 	values[6] = BoolGetDatum(call->would_allow);
-	values[7] = call->is_zone ? CStringGetTextDatum(call->what) : (Datum) 0;
-	nulls[7] = !call->is_zone;
-	if (call->rate != NULL)
+	values[7] = PointerGetDatum(call->zone_name);
+	nulls[7] = call->zone_name == NULL;
+	if (call->zone_name != NULL)
 	{
-		values[8] = NumericGetDatum(call->rate);
-		values[9] = IntervalPGetDatum(&call->period);
+		values[8] = PointerGetDatum(call->zone.rate.bytes);
+		values[9] = IntervalPGetDatum(&call->zone.period);
 	}
 	else
 	{

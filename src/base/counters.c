@@ -14,7 +14,7 @@
 
 #include "base/counters.h"
 
-#define RL_COUNTER_SLOTS 1024
+#define RL_COUNTER_SLOTS 8192
 #define RL_CACHE_LINE 64
 
 /*

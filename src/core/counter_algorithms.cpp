@@ -603,6 +603,11 @@ rl_counter_idle(const RlZoneLimit *limit, const RlCounterState *state, int64_t n
 	const RlDecision full = rl_counter_take(limit, state, now_us, limit->capacity, &next);
 	if (!full.allowed)
 		return false;
+	// An earlier clock than the key's is decided at the key's time (a refund
+	// can leave a full key with a later one).  Only the counter's aligned
+	// windows make that show: its waits count from the decision time.
+	if (limit->algorithm == RL_ALGORITHM_SLIDING_WINDOW_COUNTER && full.decided_at_us > now_us)
+		return false;
 	const RlDecision peek = rl_counter_take(limit, state, now_us, 0, &next);
 	return peek.remaining >= limit->capacity && peek.reset_after_us == 0;
 }

@@ -293,8 +293,10 @@ void ReportAllowance(const RlZoneLimit &limit, int64_t admitted, int64_t newest_
 					 int64_t now_us, RlDecision *decision) noexcept
 {
 	decision->remaining = std::max<int64_t>(0, limit.rate - admitted);
+	// Hand-edited times can put the difference past 64 bits: saturate.
 	decision->reset_after_us = admitted > 0
-		? static_cast<int64_t>(std::max<Wide>(0, static_cast<Wide>(newest_us) + limit.period_us - now_us))
+		? static_cast<int64_t>(std::clamp<Wide>(static_cast<Wide>(newest_us) + limit.period_us - now_us,
+												0, INT64_MAX))
 		: 0;
 }
 

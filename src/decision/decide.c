@@ -40,23 +40,20 @@ CheckCost(const RlCall *call)
 void
 RlPrepareZoneCall(RlCall *call, text *zone_name, text *key, int64 cost, bool check_cost)
 {
-	RlZone		zone;
+	RlZone	   *zone = &call->zone;
 
 	memset(call, 0, sizeof(*call));
 	call->what = text_to_cstring(zone_name);
-	RlLookupZone(zone_name, &zone);
-	call->store = zone.store;
+	call->zone_name = zone_name;
+	RlLookupZone(zone_name, zone);
+	call->store = zone->store;
 	call->request.key.key = key;
-	call->request.key.zone_id = zone.zone_id;
+	call->request.key.zone_id = zone->zone_id;
 	call->request.key.part = 0;
-	call->request.limit.zone = zone.limit;
+	call->request.limit.zone = zone->limit;
 	call->cost = cost;
-	call->history = zone.history;
-	call->shadow = zone.shadow;
-	call->is_zone = true;
-	call->rate = (Numeric) palloc(VARSIZE(zone.rate.bytes));
-	memcpy(call->rate, zone.rate.bytes, VARSIZE(zone.rate.bytes));
-	call->period = zone.period;
+	call->history = zone->history;
+	call->shadow = zone->shadow;
 	if (check_cost)
 		CheckCost(call);
 }
@@ -212,7 +209,8 @@ RlRefund(RlCall *call, const char *function)
 	call->request.now = RlNow();
 	/* A refund never needs room: a key without state has nothing to get back. */
 	(void) store->update(&call->request, refund, call);
-	if (call->history)
+	/* Only what gave something back: a full key had nothing to refund. */
+	if (call->history && call->decision.state_changed)
 	{
 		/* In the history as a negative cost, so that sums stay true. */
 		call->cost = -call->cost;
@@ -323,18 +321,22 @@ ShareCalls(StoreShare *share, RlCall *calls, int ncalls, bool tables)
 }
 
 /*
- * The most restrictive zone: of the refusing ones, the longest wait (one
- * that no time can be promised for first); else the fewest left, then the
- * longest until full.
+ * The most restrictive zone: of those whose limit refused (refusing zones
+ * before shadow ones, which let the call through), the longest wait (one
+ * that no time can be promised for first); when every limit admitted, the
+ * fewest left, then the longest until full.
  */
 static int
-MostRestrictive(const RlCall *calls, int ncalls, bool admitted)
+MostRestrictive(const RlCall *calls, int ncalls)
 {
 	int			best = -1;
 
 	for (int i = 0; i < ncalls; i++)
 	{
 		const RlDecision *d = &calls[i].decision;
+		const RlDecision *b;
+		int			rank;
+		int			best_rank;
 
 		if (!calls[i].decided)
 			continue;
@@ -343,25 +345,23 @@ MostRestrictive(const RlCall *calls, int ncalls, bool admitted)
 			best = i;
 			continue;
 		}
-		if (!admitted)
+		b = &calls[best].decision;
+		/* 2: refuses the call; 1: a shadow zone's limit refused; 0: admits */
+		rank = d->allowed ? 0 : calls[i].shadow ? 1 : 2;
+		best_rank = b->allowed ? 0 : calls[best].shadow ? 1 : 2;
+		if (rank != best_rank)
 		{
-			const RlDecision *b = &calls[best].decision;
-			bool		refuses = !d->allowed && !calls[i].shadow;
-			bool		best_refuses = !b->allowed && !calls[best].shadow;
-
-			if (refuses != best_refuses)
-			{
-				if (refuses)
-					best = i;
-				continue;
-			}
+			if (rank > best_rank)
+				best = i;
+		}
+		else if (rank > 0)
+		{
 			if (b->retry_after_us >= 0 &&
 				(d->retry_after_us < 0 || d->retry_after_us > b->retry_after_us))
 				best = i;
 		}
-		else if (d->remaining < calls[best].decision.remaining ||
-				 (d->remaining == calls[best].decision.remaining &&
-				  d->reset_after_us > calls[best].decision.reset_after_us))
+		else if (d->remaining < b->remaining ||
+				 (d->remaining == b->remaining && d->reset_after_us > b->reset_after_us))
 			best = i;
 	}
 	return best < 0 ? 0 : best;
@@ -462,7 +462,7 @@ decided:
 			RlApplyChunkChanges(call, call->located_in);
 		would_allow = would_allow && (!call->decided || call->decision.allowed);
 	}
-	chosen = MostRestrictive(calls, ncalls, admitted);
+	chosen = MostRestrictive(calls, ncalls);
 	for (int i = 0; i < ncalls; i++)
 	{
 		RlCall	   *call = &calls[i];
@@ -477,6 +477,13 @@ decided:
 			RecordHistory(call);
 		call->decision.allowed = decision_allowed;
 	}
+	/* The transaction id finds the call's history rows, whichever zone kept them. */
+	for (int i = 0; i < ncalls; i++)
+		if (calls[i].recorded)
+		{
+			calls[chosen].recorded = true;
+			calls[chosen].txn_id = calls[i].txn_id;
+		}
 	calls[chosen].would_allow = would_allow;
 	calls[chosen].decision.allowed = admitted;
 	if (!admitted)

@@ -15,9 +15,8 @@
 typedef struct RlCall
 {
 	const char *what;			/* the zone's name, or the function's: for messages */
-	bool		is_zone;		/* what names a zone */
-	Numeric		rate;			/* the limit as defined, for rl_result */
-	Interval	period;
+	text	   *zone_name;		/* the zone's name; NULL for the ad-hoc functions */
+	RlZone		zone;			/* the zone as defined, for rl_result */
 	RlStoreKind store;
 	RlStoreCall request;		/* key, limit, now */
 	int64		cost;

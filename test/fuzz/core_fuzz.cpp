@@ -7,17 +7,19 @@
 //   zone      a zone algorithm (token_bucket, gcra, sliding_window_counter,
 //             fixed_window, cron token bucket) with a sequence of calls
 //             (time deltas, possibly negative or huge, and costs), cron
-//             refills emulating rl_cron_refill(); checked against the
-//             documented bounds and a model
+//             refills emulating rl_cron_refill(), refunds (rl_counter_refund:
+//             any time, any cost, or of the take just made); checked against
+//             the documented bounds and a model
 //   window    the exact sliding window with the chunk-store protocol (sealed
-//             chunks kept in a map, need_chunks served), checked exactly
-//             against a brute-force log of admissions
+//             chunks kept in a map, need_chunks served) and refunds
+//             (rl_sw_refund), checked exactly against a brute-force log of
+//             admissions
 //   bucket    rl_token_bucket's ad-hoc bucket (float rate and window, which
 //             may change between calls)
-//   header    rl_sw_decode_header on raw bytes, then calls on what decodes,
-//             with raw chunk bytes
+//   header    rl_sw_decode_header on raw bytes, then calls and refunds on
+//             what decodes, with raw chunk bytes; refunds of corrupt states
 //   edited    fixed-state algorithms from an arbitrary (hand-edited) stored
-//             state
+//             state, takes and refunds
 //
 // Build and run: test/fuzz/run.sh.
 #include "core/rl_core.h"
@@ -76,13 +78,18 @@ enum Stat
 {
 	kZoneCalls, kZoneRefused, kIdleChecks, kRetryChecks, kCronRefills, kWindowCalls,
 	kWindowRefused, kChunkLoads, kSealed, kConsumed, kBucketCalls, kHeadersDecoded,
-	kEditedCalls, kStatCount
+	kEditedCalls, kZoneRefunds, kZoneRefundsGiven, kZoneUndone, kWindowRefunds, kWindowRefundsGiven,
+	kWindowRefundsPastChunks, kWindowRefundsUnderstated, kWindowUndone, kHeaderRefunds, kCorruptRefunds,
+	kEditedRefunds, kStatCount
 };
 long g_stats[kStatCount];
 const char *const kStatNames[kStatCount] = {
 	"zone calls", "zone refusals", "idle checks", "retry checks", "cron refills",
 	"window calls", "window refusals", "chunk loads", "chunks sealed", "chunks consumed",
-	"bucket calls", "headers decoded", "edited-state calls"};
+	"bucket calls", "headers decoded", "edited-state calls", "zone refunds", "zone refunds giving back",
+	"zone takes undone", "window refunds", "window refunds giving back", "window refunds past chunks",
+	"window refunds understating", "window takes undone", "raw-header refunds", "corrupt-state refunds",
+	"edited-state refunds"};
 
 void PrintStats()
 {
@@ -204,6 +211,51 @@ int64_t PickCost(FuzzedDataProvider &in, int64_t capacity)
 				0, capacity);
 }
 
+// A refund's cost: rl_refund passes any bigint, so beyond the costs a take
+// accepts also 0, negatives and more than could ever have been charged.
+int64_t PickRefundCost(FuzzedDataProvider &in, int64_t capacity)
+{
+	return Pick(in, {1, 1, 0, 2, capacity, capacity - 1, capacity + 1, 2 * capacity, -1, INT64_MIN,
+					 INT64_MAX, RL_MAX_LIMIT},
+				0, capacity);
+}
+
+// What every refund reports (rl_counter_refund, rl_sw_refund): never refused,
+// what a call of cost 0 sees, so the bounds of any decision.
+void CheckRefund(const RlZoneLimit &limit, int64_t now, const RlDecision &d)
+{
+	CHECK(d.allowed && d.retry_after_us == 0, "a refund refused: " DFMT, DARGS(d));
+	CHECK(d.capacity == limit.capacity, "capacity " DFMT, DARGS(d));
+	CHECK(d.decided_at_us >= now, "refund decided before now %" PRId64 ": " DFMT, now, DARGS(d));
+	CHECK(d.remaining >= 0 && d.remaining <= limit.capacity, "refund remaining out of range: " DFMT, DARGS(d));
+	if (limit.algorithm == RL_ALGORITHM_CRON_TOKEN_BUCKET && limit.refill_tick_us <= 0)
+		CHECK(d.reset_after_us == (d.remaining >= limit.capacity ? 0 : -1), "refund reset_after without a job: "
+			  DFMT, DARGS(d));
+	else
+		CHECK(d.reset_after_us >= 0, "refund with a negative reset_after: " DFMT, DARGS(d));
+}
+
+// Bitwise, as the core compares states (a NaN fraction is the same state).
+bool SameState(const RlCounterState &a, const RlCounterState &b)
+{
+	return std::memcmp(&a, &b, sizeof a) == 0;
+}
+
+// Takes amount off the newest admissions of a log: the model of a refund,
+// which gives back the newest cost first.  Returns what it could not take.
+Wide TakeOffNewest(std::vector<std::pair<int64_t, int64_t>> *log, Wide amount)
+{
+	while (amount > 0 && !log->empty())
+	{
+		const Wide share = std::min<Wide>(log->back().second, amount);
+		log->back().second -= static_cast<int64_t>(share);
+		amount -= share;
+		if (log->back().second == 0)
+			log->pop_back();
+	}
+	return amount;
+}
+
 void CheckGeneric(const RlZoneLimit &limit, int64_t now, int64_t cost, const RlDecision &d)
 {
 	CHECK(d.capacity == limit.capacity, "capacity " DFMT, DARGS(d));
@@ -278,6 +330,27 @@ int64_t Shortfall(const RlZoneLimit &limit, const RlCounterState *state, int64_t
 	return hi;
 }
 
+// reset_after (of a take, or of a refund: what a call of cost 0 sees): the
+// key, stored as state, is back to its full allowance then: idle (a store
+// may forget it), or for the token bucket, whose waits allow the 1e-9 token
+// the take rounds up (a microsecond or more when a token takes over
+// 1000 s), able to pass a call of its capacity.  Not for the cron token
+// bucket: its waits count refill ticks that may not come.
+void CheckReset(const RlZoneLimit &limit, const RlCounterState &state, const RlDecision &d)
+{
+	if (static_cast<Wide>(d.decided_at_us) + d.reset_after_us > MaxTime())
+		return;
+	const int64_t at = d.decided_at_us + d.reset_after_us;
+	if (limit.algorithm == RL_ALGORITHM_TOKEN_BUCKET)
+	{
+		const int64_t late = Shortfall(limit, &state, at, limit.capacity);
+		CHECK(late <= TbWaitSlack(limit), "a call of the capacity at reset_after is refused; it passes %"
+			  PRId64 " us later; after " DFMT, late, DARGS(d));
+	}
+	else
+		CHECK(rl_counter_idle(&limit, &state, at), "not idle at reset %" PRId64 " after " DFMT, at, DARGS(d));
+}
+
 // ---------------------------------------------------------------------------
 // Zone algorithms with a fixed-size state.
 // ---------------------------------------------------------------------------
@@ -307,11 +380,217 @@ void RunZone(FuzzedDataProvider &in)
 	Wide admitted = 0;
 	Wide refilled = 0;			// cron: tokens the emulated refills added (rounded up)
 	int calls = 0;
-	std::vector<std::pair<int64_t, int64_t>> log;	// (decided_at, cost) of admissions
+	// (decided_at, cost) of admissions; a refund takes its cost off the
+	// newest, as the fixed and sliding-window counters give back from the
+	// window open at the time (then the previous one).
+	std::vector<std::pair<int64_t, int64_t>> log;
+	// What refunds gave back, off admitted in the bounds: whole tokens (both
+	// token buckets; the token bucket's counted as its remaining grew, which
+	// is never less than the level did) or, for gcra, ticks of 1/rate us the
+	// theoretical arrival time moved back.
+	Wide given_back = 0;
+	// The take just made, while nothing else has happened since: what a
+	// refund of its cost at its instant must undo.
+	struct
+	{
+		bool valid;
+		int64_t cost;
+		bool stored;			// the key held prior before it
+		RlCounterState prior;
+		RlDecision look;		// what a call of cost 0 saw before it
+	} last{};
+
+	// A refund: of the take just made, at its instant and of its cost (a
+	// request that failed at once), or at any time of any cost.
+	auto Refund = [&](bool undo) {
+		int64_t cost = last.cost;
+		if (!undo)
+		{
+			now = Clamp(static_cast<Wide>(now) + PickDelta(in, limit), kPgMinTime, MaxTime());
+			cost = PickRefundCost(in, limit.capacity);
+		}
+		const RlCounterState *prior = stored ? &state : nullptr;
+		RlCounterState scratch{};
+		const RlDecision look = rl_counter_take(&limit, prior, now, 0, &scratch);
+		// Owed as of the time the refund decides at (a key's clock never goes back).
+		const bool owed = stored && !rl_counter_idle(&limit, &state, std::max(now, look.decided_at_us));
+		const RlCounterState before = state;
+		RlCounterState next{1, 1.0, 1, 1};	// must be overwritten
+		const RlDecision d = rl_counter_refund(&limit, prior, now, cost, &next);
+		if (Trace())
+			std::fprintf(stderr, "call %d: refund%s now %" PRId64 " cost %" PRId64 " -> " DFMT "\n", g_call,
+						 undo ? " (undo)" : "", now, cost, DARGS(d));
+		CHECK(SameState(before, state), "prior written through");
+		CheckRefund(limit, now, d);
+		g_stats[kZoneRefunds]++;
+		g_stats[kZoneRefundsGiven] += d.state_changed;
+		latest = std::max(latest, d.decided_at_us);
+		// next is what to store, or prior itself (zeroed for a key never
+		// seen) exactly when nothing changed.
+		const RlCounterState unchanged = stored ? state : RlCounterState{};
+		CHECK(d.state_changed == !SameState(next, unchanged),
+			  "state_changed %d, but next {%" PRId64 ", %g, %" PRId64 ", %" PRId64 "} vs prior {%" PRId64
+			  ", %g, %" PRId64 ", %" PRId64 "}", (int) d.state_changed, next.a, next.fraction, next.stamp_us,
+			  next.b, unchanged.a, unchanged.fraction, unchanged.stamp_us, unchanged.b);
+		// Something comes back exactly when something is owed: a key never
+		// seen, one back to full and a cost <= 0 give nothing.
+		CHECK(d.state_changed == (owed && cost > 0), "owed %d, cost %" PRId64 ", refund " DFMT, (int) owed, cost,
+			  DARGS(d));
+		const RlCounterState *kept = d.state_changed ? &next : prior;
+		// The decision is what a call of cost 0 sees on what is stored.
+		RlDecision seen = rl_counter_take(&limit, kept, now, 0, &scratch);
+		seen.allowed = true;
+		seen.retry_after_us = 0;
+		CHECK(SameOutcome(d, seen) && d.decided_at_us == seen.decided_at_us,
+			  "refund " DFMT ", but a call of cost 0 then " DFMT, DARGS(d), DARGS(seen));
+		// Never allowance taken away, never more back than the cost, and
+		// exactly that up to the capacity, but for the sliding-window
+		// counter, whose previous window weighs less than one a request.
+		const Wide most = std::min<Wide>(capacity, static_cast<Wide>(look.remaining) + std::max<int64_t>(cost, 0));
+		CHECK(d.remaining >= look.remaining, "a refund of %" PRId64 " lowered remaining from %" PRId64 ": " DFMT,
+			  cost, look.remaining, DARGS(d));
+		CHECK(algorithm == RL_ALGORITHM_SLIDING_WINDOW_COUNTER ? d.remaining <= most : d.remaining == most,
+			  "a refund of %" PRId64 " from remaining %" PRId64 ": " DFMT, cost, look.remaining, DARGS(d));
+		// At one instant a key never admits more than its capacity, however
+		// much was given back: of a take of split and one of the capacity
+		// less split plus one, not both pass (and one within what the refund
+		// reported left does).
+		const int64_t split = Clamp(Pick(in, {d.remaining, 1, limit.capacity, Clamp(static_cast<Wide>(d.remaining) + 1,
+																					  1, limit.capacity)},
+										 1, limit.capacity),
+									1, limit.capacity);
+		RlCounterState first{};
+		const RlDecision one = rl_counter_take(&limit, kept, d.decided_at_us, split, &first);
+		CHECK(one.allowed || split > d.remaining, "refund reported %" PRId64 " left, a take of %" PRId64
+			  " is refused: " DFMT, d.remaining, split, DARGS(one));
+		if (one.allowed)
+		{
+			const RlDecision two = rl_counter_take(&limit, &first, d.decided_at_us, limit.capacity - split + 1,
+												   &scratch);
+			CHECK(!two.allowed, "after a refund, %" PRId64 " then %" PRId64 " admitted at %" PRId64
+				  " over a capacity of %" PRId64, split, limit.capacity - split + 1, d.decided_at_us,
+				  limit.capacity);
+		}
+		if (d.state_changed)
+		{
+			// The clock never runs backwards: a call dated before the refund
+			// is decided at it.
+			const RlDecision early = rl_counter_take(&limit, &next, kPgMinTime, 0, &scratch);
+			CHECK(early.decided_at_us >= d.decided_at_us, "a refund at %" PRId64 " let a later call decide at %"
+				  PRId64, d.decided_at_us, early.decided_at_us);
+			// What came back, for the bounds, and the windows against the log.
+			switch (algorithm)
+			{
+				case RL_ALGORITHM_TOKEN_BUCKET:
+					given_back += d.remaining - look.remaining;
+					break;
+				case RL_ALGORITHM_CRON_TOKEN_BUCKET:
+					CHECK(next.a > before.a && next.a - before.a <= cost, "cron tokens %" PRId64 " -> %" PRId64
+						  " for a refund of %" PRId64, before.a, next.a, cost);
+					given_back += next.a - before.a;
+					break;
+				case RL_ALGORITHM_GCRA:
+				{
+					const Wide old_tat = static_cast<Wide>(before.stamp_us) * rate + before.a;
+					const Wide new_tat = static_cast<Wide>(next.stamp_us) * rate + next.a;
+					CHECK(next.a >= 0 && next.a < limit.rate && new_tat < old_tat &&
+						  old_tat - new_tat <= period * cost && new_tat >= static_cast<Wide>(d.decided_at_us) * rate,
+						  "gcra arrival time moved back from %" PRId64 "+%" PRId64 "/rate to %" PRId64 "+%" PRId64
+						  "/rate for a refund of %" PRId64, before.stamp_us, before.a, next.stamp_us, next.a, cost);
+					given_back += old_tat - new_tat;
+					break;
+				}
+				case RL_ALGORITHM_FIXED_WINDOW:
+				{
+					const Wide given = std::min<int64_t>(before.a, limit.rate) - next.a;
+					CHECK(next.stamp_us == before.stamp_us && given > 0 && given <= cost,
+						  "fixed window %" PRId64 " at %" PRId64 " -> %" PRId64 " at %" PRId64 " for a refund of %"
+						  PRId64, before.a, before.stamp_us, next.a, next.stamp_us, cost);
+					CHECK(TakeOffNewest(&log, given) == 0, "gave back more than was admitted");
+					// The open window's count: what its admissions left.
+					Wide in_window = 0;
+					for (const auto &e : log)
+						if (e.first >= next.stamp_us)
+							in_window += e.second;
+					CHECK(in_window == next.a, "window count %" PRId64 ", its admissions less refunds %" PRId64,
+						  next.a, (int64_t) in_window);
+					break;
+				}
+				case RL_ALGORITHM_SLIDING_WINDOW_COUNTER:
+				{
+					// Both windows as the refund sees them (rotated to its time).
+					const Wide seen_before = next.stamp_us == before.stamp_us ? static_cast<Wide>(before.a) + before.b
+						: static_cast<Wide>(next.stamp_us) == static_cast<Wide>(before.stamp_us) + period ? before.a
+						: 0;
+					const Wide given = seen_before - next.a - next.b;
+					CHECK(given > 0 && given <= cost, "sliding window counter {%" PRId64 ", %" PRId64 "} at %" PRId64
+						  " -> {%" PRId64 ", %" PRId64 "} at %" PRId64 " for a refund of %" PRId64, before.a, before.b,
+						  before.stamp_us, next.a, next.b, next.stamp_us, cost);
+					CHECK(TakeOffNewest(&log, given) == 0, "gave back more than was admitted");
+					// Each aligned window's count: what its admissions left.
+					auto index = [&](int64_t t) {
+						return static_cast<Wide>(t) / period - (t < 0 && t % limit.period_us != 0 ? 1 : 0);
+					};
+					Wide current = 0;
+					Wide previous = 0;
+					for (const auto &e : log)
+					{
+						current += index(e.first) == index(next.stamp_us) ? e.second : 0;
+						previous += index(e.first) == index(next.stamp_us) - 1 ? e.second : 0;
+					}
+					CHECK(current == next.a && previous == next.b, "windows {%" PRId64 ", %" PRId64
+						  "}, their admissions less refunds {%" PRId64 ", %" PRId64 "}", next.a, next.b,
+						  (int64_t) current, (int64_t) previous);
+					break;
+				}
+				case RL_ALGORITHM_SLIDING_WINDOW:
+					break;
+			}
+			state = next;
+		}
+		if (undo)
+		{
+			// The take given back at once: what a call of cost 0 saw before
+			// it, and (but for the token bucket, whose waits are searched from
+			// its stamp, which moved: a microsecond apart) every later call
+			// decides as if the take had never been.
+			g_stats[kZoneUndone]++;
+			const RlDecision &was = last.look;
+			CHECK(d.state_changed && d.remaining == was.remaining && d.decided_at_us == was.decided_at_us &&
+				  (algorithm == RL_ALGORITHM_TOKEN_BUCKET || d.reset_after_us == was.reset_after_us),
+				  "a take of %" PRId64 " given back at once: " DFMT ", before it " DFMT, cost, DARGS(d), DARGS(was));
+			if (algorithm != RL_ALGORITHM_TOKEN_BUCKET)
+			{
+				// Later: a call dated before the take is decided at its time.
+				const int64_t ahead = Pick(in, {0, 1, std::max<int64_t>(1, limit.period_us / limit.rate),
+												limit.period_us - 1, limit.period_us},
+										   0, 2 * limit.period_us);
+				const int64_t t = Clamp(static_cast<Wide>(d.decided_at_us) + std::max<int64_t>(0, ahead),
+										kPgMinTime, MaxTime());
+				const int64_t probe = in.ConsumeIntegralInRange<int64_t>(0, limit.capacity);
+				const RlDecision never = rl_counter_take(&limit, last.stored ? &last.prior : nullptr, t, probe, &scratch);
+				const RlDecision undone = rl_counter_take(&limit, &state, t, probe, &scratch);
+				CHECK(SameOutcome(never, undone) && never.decided_at_us == undone.decided_at_us,
+					  "a take of %" PRId64 " given back at once, then a call of %" PRId64 " at %" PRId64 ": " DFMT
+					  ", without the take " DFMT, cost, probe, t, DARGS(undone), DARGS(never));
+			}
+		}
+		if (stored && !cron)
+			CheckReset(limit, state, d);
+	};
 
 	for (g_call = 0; g_call < kMaxCalls && in.remaining_bytes() > 0; g_call++)
 	{
-		const int op = in.ConsumeIntegralInRange<int>(0, 7);
+		// Ops 0 to 7 as before the refunds came (the seeds keep their
+		// meaning); 12, 13: a refund; 14, 15: a refund of the take just made.
+		const int op = in.ConsumeIntegralInRange<int>(0, 15);
+		const bool undoable = last.valid;
+		last.valid = false;
+		if (op >= 12)
+		{
+			Refund(op >= 14 && undoable);
+			continue;
+		}
 		if (op == 7 && cron)
 		{
 			// rl_cron_refill(): rate * tick / period per tick, exact, up to
@@ -356,11 +635,14 @@ void RunZone(FuzzedDataProvider &in)
 		}
 
 		const RlCounterState before = state;
+		const bool was_stored = stored;
+		const RlDecision look = rl_counter_take(&limit, stored ? &state : nullptr, now, 0, &next);
 		const RlDecision d = rl_counter_take(&limit, stored ? &state : nullptr, now, cost, &next);
 		if (Trace())
 			std::fprintf(stderr, "call %d: now %" PRId64 " cost %" PRId64 " -> " DFMT "\n", g_call, now, cost, DARGS(d));
 		CHECK(std::memcmp(&before, &state, sizeof state) == 0, "prior written through");
 		CheckGeneric(limit, now, cost, d);
+		last = {d.state_changed, cost, was_stored, before, look};
 		calls++;
 		g_stats[kZoneCalls]++;
 		g_stats[kZoneRefused] += !d.allowed;
@@ -389,8 +671,9 @@ void RunZone(FuzzedDataProvider &in)
 					static_cast<long double>(rate) * static_cast<long double>(elapsed) /
 					static_cast<long double>(period);
 				const long double slack = calls * 1e-9L + bound * calls * 0x1p-50L + 1e-6L;
-				CHECK(static_cast<long double>(admitted) <= bound + slack,
-					  "token bucket admitted %.0Lf > %.6Lf", static_cast<long double>(admitted), bound);
+				CHECK(static_cast<long double>(admitted - given_back) <= bound + slack,
+					  "token bucket admitted %.0Lf (%.0Lf given back) > %.6Lf", static_cast<long double>(admitted),
+					  static_cast<long double>(given_back), bound);
 				if (stored)
 					CHECK(state.a >= 0 && state.a <= limit.capacity && state.fraction >= 0.0 &&
 						  state.fraction < 1.0, "stored level %" PRId64 " + %g", state.a, state.fraction);
@@ -399,8 +682,9 @@ void RunZone(FuzzedDataProvider &in)
 			case RL_ALGORITHM_GCRA:
 				// Exact: the theoretical arrival time advances period / rate
 				// per unit of cost and may lead now by capacity units.
-				CHECK(admitted * period <= capacity * period + rate * elapsed,
-					  "gcra admitted %" PRId64 " over %" PRId64 " us", (int64_t) admitted, (int64_t) elapsed);
+				CHECK(admitted * period - given_back <= capacity * period + rate * elapsed,
+					  "gcra admitted %" PRId64 " (%" PRId64 " ticks given back) over %" PRId64 " us",
+					  (int64_t) admitted, (int64_t) given_back, (int64_t) elapsed);
 				break;
 			case RL_ALGORITHM_FIXED_WINDOW:
 				if (d.state_changed)
@@ -439,8 +723,9 @@ void RunZone(FuzzedDataProvider &in)
 					CHECK(state.a >= 0 && state.a <= limit.capacity, "cron tokens %" PRId64, state.a);
 					CHECK(state.b >= 0 && state.b < limit.period_us, "cron part %" PRId64, state.b);
 				}
-				CHECK(admitted <= capacity + refilled, "cron admitted %" PRId64 " > capacity + %" PRId64,
-					  (int64_t) admitted, (int64_t) refilled);
+				CHECK(admitted - given_back <= capacity + refilled, "cron admitted %" PRId64 " (%" PRId64
+					  " given back) > capacity + %" PRId64, (int64_t) admitted, (int64_t) given_back,
+					  (int64_t) refilled);
 				break;
 			case RL_ALGORITHM_SLIDING_WINDOW:
 				break;
@@ -467,29 +752,32 @@ void RunZone(FuzzedDataProvider &in)
 					  at - 1, DARGS(d));
 			}
 		}
-		// reset_after: the key is back to its full allowance then: idle (a
-		// store may forget it), or for the token bucket, whose waits allow
-		// the 1e-9 token the take rounds up (a microsecond or more when a
-		// token takes over 1000 s), able to pass a call of its capacity.
-		if (stored && static_cast<Wide>(d.decided_at_us) + d.reset_after_us <= MaxTime())
-		{
-			const int64_t at = d.decided_at_us + d.reset_after_us;
-			if (algorithm == RL_ALGORITHM_TOKEN_BUCKET)
-			{
-				const int64_t late = Shortfall(limit, &state, at, limit.capacity);
-				CHECK(late <= TbWaitSlack(limit), "a call of the capacity at reset_after is refused; it passes %"
-					  PRId64 " us later; after " DFMT, late, DARGS(d));
-			}
-			else
-				CHECK(rl_counter_idle(&limit, &state, at), "not idle at reset %" PRId64 " after " DFMT,
-					  at, DARGS(d));
-		}
+		if (stored)
+			CheckReset(limit, state, d);
 	}
 }
 
 // ---------------------------------------------------------------------------
 // The exact sliding window and its chunk store.
 // ---------------------------------------------------------------------------
+
+bool SameBuffer(const RlSwBuffer &a, const RlSwBuffer &b)
+{
+	if (a.count != b.count || a.bytes != b.bytes)
+		return false;
+	for (int32_t i = 0; i < a.count; i++)
+		if (a.entries[i].time_us != b.entries[i].time_us || a.entries[i].cost != b.entries[i].cost)
+			return false;
+	return true;
+}
+
+// Field by field: a buffer's entries past its count are not its state.
+bool SameSwState(const RlSlidingWindowState &a, const RlSlidingWindowState &b)
+{
+	return a.admitted == b.admitted && a.stamp_us == b.stamp_us && a.newest_us == b.newest_us &&
+		a.first_chunk == b.first_chunk && a.next_chunk == b.next_chunk && SameBuffer(a.front, b.front) &&
+		SameBuffer(a.back, b.back);
+}
 
 struct SwStore
 {
@@ -506,6 +794,29 @@ struct SwStore
 		else
 			CHECK(rl_sw_decode_header(header.data(), static_cast<int32_t>(header.size()), admitted,
 									  stamp_us, state), "a stored header does not decode");
+	}
+
+	// Every stored entry, oldest first: front, the sealed chunks (read from
+	// the store), back.
+	std::vector<RlSwEntry> Log() const
+	{
+		static RlSlidingWindowState state;
+		static RlSlidingWindowState chunk;
+		Load(&state);
+		std::vector<RlSwEntry> log(state.front.entries, state.front.entries + state.front.count);
+		for (uint32_t i = 0; i < rl_sw_chunk_count(&state); i++)
+		{
+			const auto found = chunks.find(rl_sw_chunk_seq(state.first_chunk, i));
+			CHECK(found != chunks.end(), "chunk %u of %u missing", i, rl_sw_chunk_count(&state));
+			// A chunk decodes as the back of a header with an empty front.
+			std::vector<uint8_t> bytes{1, 1, 1, 0, 0};
+			bytes.insert(bytes.end(), found->second.begin(), found->second.end());
+			CHECK(rl_sw_decode_header(bytes.data(), static_cast<int32_t>(bytes.size()), 0, 0, &chunk),
+				  "stored chunk %u does not decode", i);
+			log.insert(log.end(), chunk.back.entries, chunk.back.entries + chunk.back.count);
+		}
+		log.insert(log.end(), state.back.entries, state.back.entries + state.back.count);
+		return log;
 	}
 
 	// One call on the stored state with the chunk protocol; apply = false
@@ -595,10 +906,215 @@ void RunWindow(FuzzedDataProvider &in)
 	int64_t now = PickStart(in);
 	// The model: every admission still in the window, oldest first.
 	std::deque<std::pair<int64_t, int64_t>> window;
-	int64_t latest_admission = INT64_MIN;
+	// The key's clock: its latest admission or refund that gave back.  A
+	// call at an earlier time is decided then (refusals, cost 0 and refunds
+	// that give nothing store nothing, so they do not move it).
+	int64_t clock = INT64_MIN;
+	// The newest entry's time as the key may report it (reset_after): the
+	// latest admission, or after a refund the newest entry left in a buffer;
+	// when only a sealed chunk could tell, the last known, never earlier
+	// than the truth.
+	int64_t newest = INT64_MIN;
+	// The take just made, while nothing else has happened since.
+	struct
+	{
+		bool valid;
+		int64_t cost;
+		RlDecision look;		// what a call of cost 0 saw before it
+	} last{};
+
+	// A refund: of the take just made, at its instant and of its cost (a
+	// request that failed at once), or at any time of any cost.  Checked
+	// against the log as stored: the newest entries of the back lose the
+	// cost first, then (back emptied) those of the front; the chunks, and
+	// entries that have left the period, give nothing.
+	auto Refund = [&](bool undo) {
+		int64_t cost = last.cost;
+		if (!undo)
+		{
+			now = Clamp(static_cast<Wide>(now) + PickDelta(in, limit), kPgMinTime, MaxTime());
+			cost = PickRefundCost(in, limit.rate);
+		}
+		static RlSlidingWindowState before;
+		static RlSlidingWindowState state;
+		store.Load(&before);
+		state = before;
+		const uint32_t chunk_count = rl_sw_chunk_count(&before);
+		const std::vector<RlSwEntry> log = store.Log();
+		const int64_t at = std::max(now, clock);
+		const Wide horizon = static_cast<Wide>(at) - period;
+		// The store holds what the model has in the period.
+		Wide live = 0;
+		for (const RlSwEntry &e : log)
+			live += e.time_us > horizon ? e.cost : 0;
+		Wide in_window = 0;
+		for (const auto &e : window)
+			in_window += e.first > horizon ? e.second : 0;
+		CHECK(live == in_window, "%" PRId64 " stored in the period, model %" PRId64, (int64_t) live,
+			  (int64_t) in_window);
+		const RlDecision look = store.Call(now, 0, false);
+
+		std::vector<RlSwEntry> expected = log;
+		Wide refunded = 0;
+		if (cost > 0)
+		{
+			// Newest first within [begin, end), stopping at an expired entry;
+			// whether it emptied the range.
+			auto take_off = [&](size_t begin, size_t end) {
+				size_t i = end;
+				while (i > begin && refunded < cost && expected[i - 1].time_us > horizon)
+				{
+					const int64_t share = static_cast<int64_t>(std::min<Wide>(expected[i - 1].cost, cost - refunded));
+					expected[i - 1].cost -= share;
+					refunded += share;
+					if (expected[i - 1].cost > 0)
+						break;
+					i--;
+				}
+				return i == begin;
+			};
+			if (take_off(log.size() - static_cast<size_t>(before.back.count), log.size()) && refunded < cost)
+				take_off(0, static_cast<size_t>(before.front.count));
+			expected.erase(std::remove_if(expected.begin(), expected.end(),
+										  [](const RlSwEntry &e) { return e.cost == 0; }),
+						   expected.end());
+		}
+
+		RlDecision d{};
+		CHECK(rl_sw_refund(&limit, &state, now, cost, &d), "rl_sw_refund failed on a state it wrote");
+		if (Trace())
+			std::fprintf(stderr, "call %d: refund%s now %" PRId64 " cost %" PRId64 " -> " DFMT "\n", g_call,
+						 undo ? " (undo)" : "", now, cost, DARGS(d));
+		CheckRefund(limit, now, d);
+		g_stats[kWindowRefunds]++;
+		g_stats[kWindowRefundsGiven] += d.state_changed;
+		CHECK(d.decided_at_us == at, "refund decided at %" PRId64 ", expected %" PRId64, d.decided_at_us, at);
+		CHECK(d.state_changed == (refunded > 0), "refund of %" PRId64 " gave back %" PRId64 " of the log, " DFMT,
+			  cost, (int64_t) refunded, DARGS(d));
+		// state_changed exactly when there is a new state to store; the
+		// state is untouched otherwise.
+		CHECK(d.state_changed == !SameSwState(state, before), "state_changed %d, state %s",
+			  (int) d.state_changed, SameSwState(state, before) ? "the same" : "changed");
+		if (!d.state_changed)
+			CHECK(std::memcmp(&state, &before, sizeof state) == 0, "a refund that gave nothing wrote the state");
+		else
+		{
+			// Stored as the glue stores it: the header, admitted and stamp;
+			// the chunks as they are (a refund never reads nor writes one).
+			CHECK(state.first_chunk == before.first_chunk && state.next_chunk == before.next_chunk,
+				  "a refund moved the chunks [%u, %u) to [%u, %u)", before.first_chunk, before.next_chunk,
+				  state.first_chunk, state.next_chunk);
+			CHECK(state.front.bytes <= before.front.bytes && state.back.bytes <= before.back.bytes,
+				  "a refund grew a buffer: front %d -> %d, back %d -> %d bytes", before.front.bytes,
+				  state.front.bytes, before.back.bytes, state.back.bytes);
+			CHECK(state.stamp_us == at, "refund stamped %" PRId64 ", decided at %" PRId64, state.stamp_us, at);
+			uint8_t bytes[RL_SW_MAX_HEADER_BYTES + 64];
+			const int32_t len = rl_sw_encode_header(&state, bytes);
+			CHECK(len > 0 && len <= RL_SW_MAX_HEADER_BYTES, "header of %d bytes after a refund", len);
+			store.header.assign(bytes, bytes + len);
+			store.admitted = state.admitted;
+			store.stamp_us = state.stamp_us;
+			static RlSlidingWindowState reloaded;
+			store.Load(&reloaded);
+			CHECK(SameSwState(reloaded, state), "header round trip after a refund");
+			if (state.back.count > 0)
+				newest = state.back.entries[state.back.count - 1].time_us;
+			else if (chunk_count == 0 && state.front.count > 0)
+				newest = state.front.entries[state.front.count - 1].time_us;
+			CHECK(state.newest_us == newest, "newest %" PRId64 " after a refund, expected %" PRId64,
+				  state.newest_us, newest);
+			clock = at;
+		}
+		const std::vector<RlSwEntry> after = store.Log();
+		bool same_log = after.size() == expected.size();
+		for (size_t i = 0; same_log && i < after.size(); i++)
+			same_log = after[i].time_us == expected[i].time_us && after[i].cost == expected[i].cost;
+		CHECK(same_log, "a refund of %" PRId64 " left %zu entries, expected %zu (of %zu; front %d, %u chunks, back %d)",
+			  cost, after.size(), expected.size(), log.size(), before.front.count, chunk_count, before.back.count);
+		// admitted is the cost of every stored entry (a refund expires none).
+		Wide total = 0;
+		for (const RlSwEntry &e : after)
+			total += e.cost;
+		CHECK(total == state.admitted, "admitted %" PRId64 ", the entries hold %" PRId64, state.admitted,
+			  (int64_t) total);
+		if (!after.empty() && d.state_changed)
+			CHECK(state.newest_us >= after.back().time_us, "newest %" PRId64 " before the newest entry %" PRId64,
+				  state.newest_us, after.back().time_us);
+		if (d.state_changed)
+		{
+			window.clear();
+			for (const RlSwEntry &e : after)
+				if (e.time_us > horizon)
+					window.emplace_back(e.time_us, e.cost);
+		}
+		g_stats[kWindowRefundsPastChunks] += chunk_count > 0 && !SameBuffer(state.front, before.front);
+
+		// The decision: what a call of cost 0 sees, without a chunk to read:
+		// where only one could tell that entries have expired, they count as
+		// in the period (never more left, never an earlier reset).
+		const RlDecision seen = store.Call(now, 0, false);
+		bool front_live = false;
+		for (int32_t i = 0; i < state.front.count; i++)
+			front_live = front_live || state.front.entries[i].time_us > horizon;
+		if (chunk_count == 0 || front_live)
+			CHECK(SameOutcome(d, seen) && d.decided_at_us == seen.decided_at_us,
+				  "refund " DFMT ", but a call of cost 0 then " DFMT, DARGS(d), DARGS(seen));
+		else
+		{
+			g_stats[kWindowRefundsUnderstated]++;
+			CHECK(d.remaining <= seen.remaining && d.reset_after_us >= seen.reset_after_us &&
+				  d.decided_at_us == seen.decided_at_us,
+				  "refund " DFMT " overstates a call of cost 0 then " DFMT, DARGS(d), DARGS(seen));
+		}
+		// Never allowance taken away, never more back than the cost.
+		CHECK(seen.remaining >= look.remaining &&
+			  seen.remaining <= std::min<Wide>(limit.rate, static_cast<Wide>(look.remaining) + std::max<int64_t>(cost, 0)),
+			  "a refund of %" PRId64 " took remaining from %" PRId64 " to %" PRId64, cost, look.remaining,
+			  seen.remaining);
+
+		// At one instant the window never admits more than its rate: of a
+		// take of split and one of the rate less split plus one, not both
+		// pass (and one within what the refund reported left does).
+		const int64_t split = Clamp(Pick(in, {d.remaining, 1, limit.rate, Clamp(static_cast<Wide>(d.remaining) + 1,
+																				 1, limit.rate)},
+										 1, limit.rate),
+									1, limit.rate);
+		static SwStore scratch;
+		scratch = store;
+		const RlDecision one = scratch.Call(at, split, true);
+		CHECK(one.allowed || split > d.remaining, "refund reported %" PRId64 " left, a take of %" PRId64
+			  " is refused: " DFMT, d.remaining, split, DARGS(one));
+		if (one.allowed)
+		{
+			const RlDecision two = scratch.Call(at, limit.rate - split + 1, false);
+			CHECK(!two.allowed, "after a refund, %" PRId64 " then %" PRId64 " admitted at %" PRId64
+				  " over a rate of %" PRId64, split, limit.rate - split + 1, at, limit.rate);
+		}
+
+		if (undo)
+		{
+			// The take given back at once: a call of cost 0 sees what it saw
+			// before it (reset_after aside: the newest time may be one only a
+			// chunk could correct, checked against the model on every take).
+			g_stats[kWindowUndone]++;
+			CHECK(d.state_changed && seen.remaining == last.look.remaining &&
+				  seen.decided_at_us == last.look.decided_at_us,
+				  "a take of %" PRId64 " given back at once: then " DFMT ", before it " DFMT, cost, DARGS(seen),
+				  DARGS(last.look));
+		}
+	};
 
 	for (g_call = 0; g_call < kMaxCalls && in.remaining_bytes() > 0; g_call++)
 	{
+		// 0 to 5: a take; 6: a refund; 7: a refund of the take just made.
+		const int op = in.ConsumeIntegralInRange<int>(0, 7);
+		const bool undoable = last.valid;
+		last.valid = false;
+		if (op >= 6)
+		{
+			Refund(op == 7 && undoable);
+			continue;
+		}
 		now = Clamp(static_cast<Wide>(now) + PickDelta(in, limit), kPgMinTime, MaxTime());
 		const int64_t cost = PickCost(in, limit.rate);
 		if (!rl_zone_cost_valid(&limit, cost))
@@ -622,10 +1138,7 @@ void RunWindow(FuzzedDataProvider &in)
 			}
 		}
 
-		// The key's clock is its latest admission: a call at an earlier time
-		// is decided then (refusals and cost 0 store nothing, so a later call
-		// that was not admitted does not move it).
-		const int64_t at = std::max(now, latest_admission);
+		const int64_t at = std::max(now, clock);
 		auto in_period = [&](const std::pair<int64_t, int64_t> &e) {
 			return static_cast<Wide>(e.first) > static_cast<Wide>(at) - period;
 		};
@@ -652,11 +1165,13 @@ void RunWindow(FuzzedDataProvider &in)
 			}
 		}
 
+		const RlDecision look = store.Call(now, 0, false);
 		const RlDecision d = store.Call(now, cost, true);
 		g_stats[kWindowCalls]++;
 		g_stats[kWindowRefused] += !d.allowed;
 		if (Trace())
 			std::fprintf(stderr, "call %d: now %" PRId64 " cost %" PRId64 " -> " DFMT "\n", g_call, now, cost, DARGS(d));
+		last = {d.state_changed, cost, look};
 		CHECK(d.decided_at_us == at, "decided at %" PRId64 ", expected %" PRId64, d.decided_at_us, at);
 		CHECK(d.allowed == model_allowed, "allowed %d, but %" PRId64 " admitted in the window + cost %" PRId64
 			  " vs rate %" PRId64, (int) d.allowed, (int64_t) in_window, cost, limit.rate);
@@ -664,9 +1179,10 @@ void RunWindow(FuzzedDataProvider &in)
 		{
 			window.emplace_back(at, cost);
 			in_window += cost;
-			latest_admission = at;
-			// No later call is decided before the latest admission.
-			while (static_cast<Wide>(window.front().first) <= static_cast<Wide>(latest_admission) - period)
+			clock = at;
+			newest = at;
+			// No later call is decided before the clock.
+			while (static_cast<Wide>(window.front().first) <= static_cast<Wide>(clock) - period)
 				window.pop_front();
 		}
 		CHECK(d.remaining == limit.rate - in_window, "remaining %" PRId64 ", model %" PRId64,
@@ -674,7 +1190,7 @@ void RunWindow(FuzzedDataProvider &in)
 		if (!d.allowed)
 			CHECK(d.retry_after_us == model_retry, "retry_after %" PRId64 ", model %" PRId64,
 				  d.retry_after_us, (int64_t) model_retry);
-		const Wide model_reset = in_window > 0 ? static_cast<Wide>(window.back().first) + period - at : 0;
+		const Wide model_reset = in_window > 0 ? static_cast<Wide>(newest) + period - at : 0;
 		CHECK(d.reset_after_us == model_reset, "reset_after %" PRId64 ", model %" PRId64,
 			  d.reset_after_us, (int64_t) model_reset);
 		if (d.state_changed)
@@ -868,10 +1384,85 @@ void RunHeader(FuzzedDataProvider &in)
 	(void) rl_sw_chunk_count(&state);
 	(void) rl_sw_idle(&limit, &state, in.ConsumeIntegral<int64_t>());
 
+	// rl_sw_refund takes the state as decoded, not bytes: a buffer no
+	// decode would return (a count out of range, a cost out of range, times
+	// out of order) is corrupt, refused, and left as it was.
+	if (in.ConsumeIntegralInRange<int>(0, 3) == 0)
+	{
+		static RlSlidingWindowState bad;
+		static RlSlidingWindowState kept;
+		bad = state;
+		RlSwBuffer &buffer = in.ConsumeBool() ? bad.front : bad.back;
+		const int how = in.ConsumeIntegralInRange<int>(0, 5);
+		const int32_t i = buffer.count > 0 ? in.ConsumeIntegralInRange<int32_t>(0, buffer.count - 1) : 0;
+		if (how == 0)
+			buffer.count = in.ConsumeBool() ? -1 : RL_SW_BUFFER_ENTRIES + 1;
+		else if (buffer.count == 0)
+			buffer.count = INT32_MIN;
+		else if (how <= 3)
+			buffer.entries[i].cost = how == 1 ? 0 : how == 2 ? -in.ConsumeIntegralInRange<int64_t>(1, INT64_MAX)
+				: in.ConsumeIntegralInRange<int64_t>(RL_MAX_LIMIT + 1, INT64_MAX);
+		else if (i > 0 && buffer.entries[i - 1].time_us > INT64_MIN)
+			buffer.entries[i].time_us = buffer.entries[i - 1].time_us - in.ConsumeIntegralInRange<int64_t>(
+				1, static_cast<int64_t>(std::min<Wide>(INT64_MAX, static_cast<Wide>(buffer.entries[i - 1].time_us) -
+														   INT64_MIN)));
+		else
+			buffer.count = -1;
+		kept = bad;
+		RlDecision d{};
+		CHECK(!rl_sw_refund(&limit, &bad, in.ConsumeIntegral<int64_t>(), in.ConsumeIntegral<int64_t>(), &d),
+			  "rl_sw_refund accepted a corrupt buffer (how %d)", how);
+		CHECK(std::memcmp(&bad, &kept, sizeof bad) == 0, "rl_sw_refund wrote a corrupt state it refused");
+		g_stats[kCorruptRefunds]++;
+	}
+
 	static RlSwDecision out;
 	for (g_call = 0; g_call < 8 && in.remaining_bytes() > 0; g_call++)
 	{
 		const int64_t now = in.ConsumeIntegral<int64_t>();
+		if (in.ConsumeIntegralInRange<int>(0, 3) == 0)
+		{
+			// A refund of any cost on whatever decodes (admitted and stamp as
+			// hand-edited): no overflow, and what it stores still fits and
+			// reads back.
+			const int64_t cost = in.ConsumeIntegral<int64_t>();
+			static RlSlidingWindowState before;
+			before = state;
+			RlDecision d{};
+			// A take on hand-edited times (entries newer than the stamp) can
+			// store entries out of order, which the next decode calls corrupt:
+			// a refund must accept exactly what decodes.
+			static uint8_t encoded[RL_SW_MAX_HEADER_BYTES];
+			static RlSlidingWindowState reread;
+			const bool decodes = rl_sw_decode_header(encoded, rl_sw_encode_header(&state, encoded), state.admitted,
+													 state.stamp_us, &reread);
+			if (!decodes)
+			{
+				(void) rl_sw_refund(&limit, &state, now, cost, &d);
+				break;			// no promise left to check: it ran without a fault
+			}
+			// What a store keeps is the encoded header: refund that.
+			state = reread;
+			before = state;
+			CHECK(rl_sw_refund(&limit, &state, now, cost, &d), "rl_sw_refund refused a state that decodes");
+			g_stats[kHeaderRefunds]++;
+			CheckRefund(limit, now, d);
+			CHECK(d.state_changed == !SameSwState(state, before), "refund state_changed %d", (int) d.state_changed);
+			if (!d.state_changed)
+			{
+				CHECK(std::memcmp(&state, &before, sizeof state) == 0, "a refund that gave nothing wrote the state");
+				continue;
+			}
+			CHECK(state.admitted >= 0 && state.admitted <= RL_MAX_LIMIT && state.first_chunk == before.first_chunk &&
+				  state.next_chunk == before.next_chunk, "refund stored admitted %" PRId64 ", chunks [%u, %u)",
+				  state.admitted, state.first_chunk, state.next_chunk);
+			const int32_t size = rl_sw_encode_header(&state, bytes);
+			CHECK(size > 0 && size <= RL_SW_MAX_HEADER_BYTES, "header of %d bytes after a refund", size);
+			static RlSlidingWindowState reloaded;
+			CHECK(rl_sw_decode_header(bytes, size, state.admitted, state.stamp_us, &reloaded) &&
+				  SameSwState(reloaded, state), "header round trip after a refund");
+			continue;
+		}
 		const int64_t cost = in.ConsumeIntegralInRange<int64_t>(0, limit.rate);
 		const int32_t given = in.ConsumeIntegralInRange<int32_t>(0, static_cast<int32_t>(chunks.size()));
 		if (!rl_sw_take(&limit, &state, now, cost, chunks.data(), given, &out))
@@ -913,14 +1504,31 @@ void RunEdited(FuzzedDataProvider &in)
 	{
 		const int64_t now = in.ConsumeBool() ? in.ConsumeIntegral<int64_t>()
 			: in.ConsumeIntegralInRange<int64_t>(kPgMinTime, MaxTime());
+		const int64_t least_wait =
+			algorithm == RL_ALGORITHM_CRON_TOKEN_BUCKET && limit.refill_tick_us <= 0 ? -1 : 0;
+		if (in.ConsumeIntegralInRange<int>(0, 3) == 0)
+		{
+			// A refund of any cost from the edited state: no overflow, never
+			// refused, bounded; next is the state exactly when it changed.
+			const int64_t cost = in.ConsumeIntegral<int64_t>();
+			RlCounterState next{1, 1.0, 1, 1};	// must be overwritten
+			const RlDecision d = rl_counter_refund(&limit, &state, now, cost, &next);
+			g_stats[kEditedRefunds]++;
+			CHECK(d.allowed && d.retry_after_us == 0 && d.capacity == limit.capacity && d.decided_at_us >= now,
+				  "edited refund: " DFMT, DARGS(d));
+			CHECK(d.remaining >= 0 && d.remaining <= limit.capacity && d.reset_after_us >= least_wait,
+				  "edited refund out of range: " DFMT, DARGS(d));
+			CHECK(d.state_changed == !SameState(next, state), "edited refund state_changed %d", (int) d.state_changed);
+			CHECK(cost > 0 || !d.state_changed, "a refund of %" PRId64 " changed the state", cost);
+			state = next;
+			continue;
+		}
 		const int64_t cost = in.ConsumeIntegralInRange<int64_t>(0, limit.capacity);
 		RlCounterState next{};
 		const RlDecision d = rl_counter_take(&limit, &state, now, cost, &next);
 		g_stats[kEditedCalls]++;
 		CHECK(d.capacity == limit.capacity, "capacity");
 		CHECK(d.remaining >= 0 && d.remaining <= limit.capacity, "remaining out of range: " DFMT, DARGS(d));
-		const int64_t least_wait =
-			algorithm == RL_ALGORITHM_CRON_TOKEN_BUCKET && limit.refill_tick_us <= 0 ? -1 : 0;
 		CHECK(d.retry_after_us >= least_wait && d.reset_after_us >= least_wait, "negative wait: " DFMT, DARGS(d));
 		CHECK(d.state_changed == (d.allowed && cost > 0), "state_changed: " DFMT, DARGS(d));
 		(void) rl_counter_idle(&limit, &state, now);

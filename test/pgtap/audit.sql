@@ -7,8 +7,8 @@
 -- deptype 'e' on the pg_extension row of ratelimit, never a hand list) and
 -- asserts exactly what PUBLIC holds on them:
 --   * functions: PUBLIC executes exactly the allow-list of pure functions,
---     rl_headers(rl_result) and rl_client_address(text, text, integer,
---     text), matched by name and argument types (a new overload of an
+--     rl_headers(rl_result, boolean) and rl_client_address(text, text,
+--     integer, text), matched by name and argument types (a new overload of an
 --     allowed name is not allowed); one assertion per function, so a
 --     function added later that stays executable by PUBLIC fails here by
 --     name;
@@ -73,7 +73,7 @@ LANGUAGE sql STABLE AS $$
 $$;
 -- The allow-list: the pure functions PUBLIC may execute.
 CREATE TEMP TABLE allow_list (signature text PRIMARY KEY);
-INSERT INTO allow_list VALUES ('rl_headers(rl_result)'), ('rl_client_address(text, text, integer, text)');
+INSERT INTO allow_list VALUES ('rl_headers(rl_result, boolean)'), ('rl_client_address(text, text, integer, text)');
 
 -- 23 fixed assertions, and one per function of the extension.
 SELECT plan(23 + (SELECT count(*)::int FROM pg_temp.rl_functions()));
@@ -85,13 +85,15 @@ SELECT plan(23 + (SELECT count(*)::int FROM pg_temp.rl_functions()));
 SELECT cmp_ok((SELECT count(*) FROM pg_temp.rl_functions()), '>', 25::bigint,
               'the catalog query finds more than 25 functions of the extension');
 SELECT set_has($$SELECT signature FROM pg_temp.rl_functions()$$,
-               $$VALUES ('rl_limit(text, text, integer)'), ('rl_grant(regrole, text)'), ('rl_zone_set(text, text, bigint, interval, bigint, text, boolean, text, boolean)'),
-                        ('rl_headers(rl_result)'), ('rl_client_address(text, text, integer, text)'), ('counters()'), ('rl_limit_trigger()')$$,
-               'among them rl_limit, rl_grant, rl_zone_set, the allow-list, ratelimit.counters() and the trigger function');
+               $$VALUES ('rl_limit(text, text, integer)'), ('rl_limit(text[], text, integer)'), ('rl_refund(text, text, integer)'),
+                        ('rl_grant(regrole, text)'), ('rl_zone_set(text, text, numeric, interval, bigint, text, boolean, text, boolean, boolean)'),
+                        ('rl_headers(rl_result, boolean)'), ('rl_client_address(text, text, integer, text)'), ('counters()'),
+                        ('pg_cron_version()'), ('rl_limit_trigger()')$$,
+               'among them both rl_limit, rl_refund, rl_grant, rl_zone_set, the allow-list, ratelimit.counters(), ratelimit.pg_cron_version() and the trigger function');
 SELECT set_has($$SELECT name FROM pg_temp.rl_relations()$$,
                $$VALUES ('public.rl_zones'), ('public.rl_counters'), ('public.rl_keys'), ('ratelimit.zone'),
-                        ('ratelimit.state'), ('ratelimit.history'), ('ratelimit.zone_id_seq')$$,
-               'the catalog query finds the views, the tables and the sequence of the extension');
+                        ('ratelimit.state'), ('ratelimit.history'), ('ratelimit.retired_zone_id'), ('ratelimit.zone_id_seq')$$,
+               'the catalog query finds the views, the tables (retired_zone_id among them) and the sequence of the extension');
 SELECT set_eq(
     $$SELECT DISTINCT d.classid::pg_catalog.regclass::text FROM pg_catalog.pg_depend d
       WHERE d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND d.deptype = 'e'
@@ -107,7 +109,7 @@ SELECT set_eq(
 -------------------------------------------------------------------------
 SELECT set_eq($$SELECT signature FROM pg_temp.rl_functions() WHERE public_execute$$,
               $$SELECT signature FROM allow_list$$,
-              'PUBLIC executes exactly rl_headers(rl_result) and rl_client_address(text, text, integer, text)');
+              'PUBLIC executes exactly rl_headers(rl_result, boolean) and rl_client_address(text, text, integer, text)');
 SELECT ok(f.public_execute = (f.signature IN (SELECT signature FROM allow_list)),
           format('%s%s: %s', CASE WHEN f.schema = 'ratelimit' THEN 'ratelimit.' ELSE '' END, f.signature,
                  CASE WHEN f.signature IN (SELECT signature FROM allow_list)
@@ -149,7 +151,7 @@ SELECT is_empty($$SELECT a.privilege_type FROM pg_catalog.pg_namespace n,
 -- extension keeps it on rl_result: USAGE on a composite type only lets a
 -- role name it (declare, cast, take it as an argument); it reads and
 -- changes no rate-limit state, and PUBLIC needs it to call the allow-listed
--- rl_headers(rl_result).  Nothing more than that USAGE.
+-- rl_headers(rl_result, boolean).  Nothing more than that USAGE.
 -------------------------------------------------------------------------
 SELECT set_eq($$SELECT t.typname::text, a.privilege_type
                 FROM pg_catalog.pg_depend d
@@ -173,7 +175,7 @@ SELECT set_eq($$SELECT t.typname::text, a.privilege_type
 -- pg_temp is searched first for tables and types).
 -------------------------------------------------------------------------
 SELECT set_has($$SELECT signature FROM pg_temp.rl_functions() WHERE secdef$$,
-               $$VALUES ('rl_zone_set(text, text, bigint, interval, bigint, text, boolean, text, boolean)'),
+               $$VALUES ('rl_zone_set(text, text, numeric, interval, bigint, text, boolean, text, boolean, boolean)'),
                         ('rl_zone_drop(text, boolean)'), ('counters()')$$,
                'the extension has SECURITY DEFINER functions (rl_zone_set, rl_zone_drop, ratelimit.counters() among them)');
 SELECT is_empty($$SELECT schema, signature, config FROM pg_temp.rl_functions()
@@ -241,12 +243,13 @@ SELECT is(current_user::text, session_user::text, 'the calls ran as the role, th
 SELECT cmp_ok((SELECT count(*) FROM audit_calls WHERE kind <> 'has_function_privilege'), '>', 15::bigint,
               'the role called more than 15 functions of the extension''s schema');
 SELECT set_has($$SELECT signature, expected FROM audit_calls$$,
-               $$VALUES ('rl_limit(text, text, integer)', '42501'), ('rl_grant(regrole, text)', '42501'),
-                        ('rl_zone_set(text, text, bigint, interval, bigint, text, boolean, text, boolean)', '42501'),
+               $$VALUES ('rl_limit(text, text, integer)', '42501'), ('rl_limit(text[], text, integer)', '42501'),
+                        ('rl_refund(text, text, integer)', '42501'), ('rl_grant(regrole, text)', '42501'),
+                        ('rl_zone_set(text, text, numeric, interval, bigint, text, boolean, text, boolean, boolean)', '42501'),
                         ('rl_http_guard(text, text, integer, text)', '42501'), ('rl_gc(text, interval)', '42501'),
-                        ('rl_headers(rl_result)', 'ok'), ('rl_client_address(text, text, integer, text)', 'ok'),
+                        ('rl_headers(rl_result, boolean)', 'ok'), ('rl_client_address(text, text, integer, text)', 'ok'),
                         ('rl_limit_trigger()', 'no EXECUTE')$$,
-               'among them the decision, grant, management and gc functions, the allow-list and the trigger function');
+               'among them the decision (both rl_limit), refund, grant, management and gc functions, the allow-list and the trigger function');
 SELECT is_empty($$SELECT signature, kind, expected, got FROM audit_calls WHERE got IS DISTINCT FROM expected$$,
                 'a role granted nothing gets 42501 from every function of the extension''s schema but the allow-list, and calls those');
 

@@ -7,7 +7,12 @@
 -- Runs in a database with pgTAP and ratelimit but without pg_cron, on a
 -- server that preloads pg_cron with cron.database_name = 'postgres' (as
 -- scripts/lib.sh sets it up): rl_cron_enable then always stops at "another
--- database" (test/cron/cron.sh runs the real pg_cron).  The job's effect,
+-- database", and so does rl_zone_set when a zone is made cron (its setup
+-- check; the other two pg_cron problems, not loaded and not installed,
+-- need clusters of their own: test/zones/setup_errors.sh).  Cron zones
+-- are therefore written directly into ratelimit.zone here, as a superuser
+-- (the zone table is the configuration, as a restored dump fills it).
+-- test/cron/cron.sh runs the real pg_cron.  The job's effect,
 -- refill_tick, is set directly where a test needs an enabled job.  Job
 -- removal is test/cron/cron.sh's (a real pg_cron); here a look-alike
 -- schema cron, created in this (rolled back) transaction, must be ignored.
@@ -18,7 +23,7 @@ SET LOCAL datestyle = 'ISO, YMD';
 SET LOCAL intervalstyle = 'postgres';
 SET LOCAL client_min_messages = warning;
 
-SELECT plan(121);
+SELECT plan(135);
 
 SET LOCAL ratelimit.now_override = '2026-01-01 00:00:00+00';
 
@@ -63,7 +68,10 @@ SELECT ok(to_regclass('cron.job') IS NULL, 'there is no cron.job here');
 -- Fixtures: a cron zone with one key (4 taken: 6 left), an inline token
 -- bucket, a fixed window; a role to run the job as, an ordinary role.
 -------------------------------------------------------------------------
-SELECT rl_zone_set('pc_cron', 'token_bucket', 10, '1 minute', refill => 'cron');
+-- rl_zone_set refuses a cron zone that no job could refill (section 1):
+-- the cron zone is written directly, as a restored dump would.
+INSERT INTO ratelimit.zone (zone, algorithm, rate, period, burst, refill)
+VALUES ('pc_cron', 'token_bucket', 10, '1 minute', NULL, 'cron');
 SELECT rl_zone_set('pc_inline', 'token_bucket', 10, '1 minute');
 SELECT rl_zone_set('pc_win', 'fixed_window', 10, '1 minute');
 SELECT remaining AS pc_first FROM rl_limit('pc_cron', 'k', 4) \gset
@@ -103,11 +111,32 @@ SELECT is(pg_temp.granted('rl_pgtap_cron_run'), 'f,f,f,f,f,f,f',
           'the run_as role holds nothing yet');
 
 -------------------------------------------------------------------------
--- 1. rl_zone_set's refill: NULL 22004, unknown 22023, another algorithm
--- or store 0A000.  No zone is created, an existing one is not changed.
+-- 1. rl_zone_set's refill: unknown 22023, another algorithm or store or a
+-- fractional rate 0A000, and a zone made cron where no job could refill
+-- it 55000 (what rl_cron_enable would say).  No zone is created, an
+-- existing one is not changed.
 -------------------------------------------------------------------------
-SELECT throws_ok($$SELECT rl_zone_set('pc_new', 'token_bucket', 10, '1 minute', refill => NULL)$$,
-                 '22004', 'refill must not be null', 'refill NULL: 22004');
+SELECT throws_ok($$SELECT rl_zone_set('pc_new', 'token_bucket', 10, '1 minute', refill => 'cron')$$,
+                 '55000', format('pg_cron runs its jobs from database "postgres", not "%s"', current_database()),
+                 'a new cron zone in another database than cron.database_name: 55000');
+SELECT is(pg_temp.error_of($$SELECT rl_zone_set('pc_new', 'token_bucket', 10, '1 minute', refill => 'cron')$$),
+          format('55000: pg_cron runs its jobs from database "postgres", not "%s" | '
+                 'Use ratelimit in database postgres, or set cron.database_name = %L and restart the server.',
+                 current_database(), current_database()),
+          '... the hint of rl_cron_enable, naming both databases');
+SELECT throws_ok($$SELECT rl_zone_set('pc_new', 'token_bucket', 10, '1 minute', refill => 'cron', history => true, burst => 20)$$,
+                 '55000', format('pg_cron runs its jobs from database "postgres", not "%s"', current_database()),
+                 'with other options too: 55000');
+SELECT throws_ok($$SELECT rl_zone_set('pc_inline', refill => 'cron')$$,
+                 '55000', format('pg_cron runs its jobs from database "postgres", not "%s"', current_database()),
+                 'an inline zone made cron: 55000 (the setup check comes before the reset''s)');
+SELECT throws_ok($$SELECT rl_zone_set('pc_inline', refill => 'cron', reset => true)$$,
+                 '55000', format('pg_cron runs its jobs from database "postgres", not "%s"', current_database()),
+                 '... with reset => true as well: 55000, nothing reset');
+SELECT throws_ok($$SELECT rl_zone_set('pc_new', 'token_bucket', 10.5, '1 minute', refill => 'cron')$$,
+                 '0A000', 'refill => ''cron'' needs a whole rate', 'a cron zone with rate 10.5: 0A000');
+SELECT throws_ok($$SELECT rl_zone_set('pc_cron', rate => 2.5)$$,
+                 '0A000', 'refill => ''cron'' needs a whole rate', 'the cron zone given rate 2.5: 0A000');
 SELECT throws_ok($$SELECT rl_zone_set('pc_new', 'token_bucket', 10, '1 minute', refill => 'sometimes')$$,
                  '22023', 'unknown refill mode "sometimes"', 'refill ''sometimes'': 22023');
 SELECT throws_ok($$SELECT rl_zone_set('pc_new', 'token_bucket', 10, '1 minute', refill => 'CRON')$$,
@@ -141,10 +170,16 @@ SELECT throws_ok($$SELECT rl_zone_set('pc_cron', 'token_bucket', 10, '1 minute',
 SELECT throws_ok($$SELECT rl_zone_set('pc_win', 'fixed_window', 10, '1 minute', refill => 'cron')$$,
                  '0A000', 'refill => ''cron'' needs a token_bucket zone, not fixed_window',
                  'the fixed window zone to cron: 0A000');
-SELECT throws_ok($$SELECT rl_zone_set('pc_inline', 'token_bucket', 10, '1 minute', refill => NULL)$$,
-                 '22004', 'refill must not be null', 'the inline zone to refill NULL: 22004');
+SELECT throws_ok($$SELECT rl_zone_set('pc_cron', refill => 'inline')$$,
+                 '55000', 'changing the refill mode of zone "pc_cron" would reset the state of its keys',
+                 'the cron zone to inline without reset => true: 55000');
+-- Left out (NULL), refill keeps what the zone has: no error, no change.
+SELECT lives_ok($$SELECT rl_zone_set('pc_inline', 'token_bucket', 10, '1 minute', refill => NULL)$$,
+                'the inline zone with refill NULL: kept, no error');
+SELECT lives_ok($$SELECT rl_zone_set('pc_cron', 'token_bucket', 10, '1 minute')$$,
+                'the cron zone redefined without refill: kept cron, and no pg_cron check (it is cron already)');
 SELECT is_empty($$SELECT 1 FROM ratelimit.zone WHERE zone = 'pc_new'$$, 'no zone pc_new was created');
-SELECT ok(pg_temp.unchanged(), 'the failed rl_zone_set calls changed no zone and no state');
+SELECT ok(pg_temp.unchanged(), 'the failed rl_zone_set calls (and the ones that changed nothing) changed no zone and no state');
 SELECT results_eq($$SELECT refill FROM rl_zones WHERE zone IN ('pc_cron', 'pc_inline', 'pc_win') ORDER BY zone$$,
                   ARRAY['cron', 'inline', 'inline'],
                   'rl_zones: pc_cron cron, pc_inline and pc_win inline (the default)');
@@ -242,6 +277,16 @@ SELECT is(rl_cron_disable('pc_cron'), false, 'rl_cron_disable: no job to remove 
 SELECT ok((SELECT refill_tick IS NULL FROM rl_zones WHERE zone = 'pc_cron'), '... but refill_tick is cleared');
 SELECT throws_ok($$SELECT rl_cron_refill('pc_cron')$$, '55000', 'zone "pc_cron" has no refill job',
                  '... so rl_cron_refill refuses again');
+-- A cron zone that stays cron is changed without the pg_cron check (only a
+-- zone that becomes cron needs a usable pg_cron), and its keys keep their
+-- state.
+SELECT lives_ok($$SELECT rl_zone_set('pc_cron', rate => 20)$$,
+                'the cron zone''s rate changed here, where pg_cron cannot run its job');
+SELECT results_eq($$SELECT z.refill, z.rate, s.tokens FROM ratelimit.zone z JOIN ratelimit.state s USING (zone_id)
+                    WHERE z.zone = 'pc_cron' AND s.key = 'k'$$,
+                  $$VALUES ('cron'::text, 20::numeric, 7::bigint)$$,
+                  '... still cron, rate 20, the key''s 7 tokens kept');
+SELECT lives_ok($$SELECT rl_zone_set('pc_cron', rate => 10)$$, '... and back to 10');
 SELECT pg_temp.snapshot();
 
 -------------------------------------------------------------------------
@@ -256,8 +301,10 @@ SELECT ok(NOT has_function_privilege('public', 'rl_cron_disable(text)', 'EXECUTE
           'PUBLIC may not execute rl_cron_disable');
 SELECT ok(NOT has_function_privilege('public', 'rl_cron_refill(text)', 'EXECUTE'),
           'PUBLIC may not execute rl_cron_refill');
-SELECT ok(NOT has_function_privilege('public', 'ratelimit.cron_plan(text, bigint, interval)', 'EXECUTE'),
+SELECT ok(NOT has_function_privilege('public', 'ratelimit.cron_plan(text, numeric, interval)', 'EXECUTE'),
           'PUBLIC may not execute ratelimit.cron_plan');
+SELECT ok(NOT has_function_privilege('public', 'ratelimit.pg_cron_version()', 'EXECUTE'),
+          'PUBLIC may not execute ratelimit.pg_cron_version');
 SELECT ok(NOT has_function_privilege('public', 'ratelimit.unschedule_refill(text)', 'EXECUTE'),
           'PUBLIC may not execute ratelimit.unschedule_refill');
 SELECT ok(NOT has_function_privilege('public', 'ratelimit.cron_job_name(text)', 'EXECUTE'),
@@ -266,7 +313,7 @@ SELECT is(pg_temp.granted('rl_pgtap_cron_user'), 'f,f,f,f,f,f,f',
           'an ordinary role holds nothing on the state, the zones or the refill');
 SELECT ok(NOT has_function_privilege('rl_pgtap_cron_user', 'rl_limit(text, text, integer)', 'EXECUTE'),
           'without a grant, an ordinary role may not execute rl_limit');
-SELECT ok(NOT has_function_privilege('rl_pgtap_cron_user', 'rl_zone_set(text, text, bigint, interval, bigint, text, boolean, text, boolean)', 'EXECUTE'),
+SELECT ok(NOT has_function_privilege('rl_pgtap_cron_user', 'rl_zone_set(text, text, numeric, interval, bigint, text, boolean, text, boolean, boolean)', 'EXECUTE'),
           'an ordinary role may not execute rl_zone_set');
 
 UPDATE ratelimit.zone SET refill_tick = '6 seconds' WHERE zone = 'pc_cron';
@@ -386,9 +433,11 @@ BEGIN
     DELETE FROM cron.job WHERE jobid = job_id;
     RETURN FOUND;
 END $$;
-SELECT rl_zone_set('pc_drop', 'token_bucket', 10, '1 minute', refill => 'cron');
-SELECT rl_zone_set('pc_mode', 'token_bucket', 10, '1 minute', refill => 'cron');
-SELECT rl_zone_set(repeat('z', 100), 'token_bucket', 10, '1 minute', refill => 'cron');
+-- Cron zones written directly (rl_zone_set refuses them here: section 1).
+INSERT INTO ratelimit.zone (zone, algorithm, rate, period, burst, refill)
+VALUES ('pc_drop', 'token_bucket', 10, '1 minute', NULL, 'cron'),
+       ('pc_mode', 'token_bucket', 10, '1 minute', NULL, 'cron'),
+       (repeat('z', 100), 'token_bucket', 10, '1 minute', NULL, 'cron');
 UPDATE ratelimit.zone SET refill_tick = '1 minute' WHERE zone IN ('pc_cron', 'pc_drop', 'pc_mode');
 INSERT INTO cron.job VALUES
     (1, 'ratelimit_refill:pc_cron', current_database(), 'SELECT public.rl_cron_refill(''pc_cron'')'),
@@ -410,8 +459,11 @@ SELECT is_empty($$SELECT jobid FROM cron.unscheduled$$, '... and never calls its
 SELECT is(rl_cron_disable('pc_cron'), false, '... a second time: false');
 SELECT lives_ok($$SELECT rl_zone_drop('pc_drop')$$, 'rl_zone_drop of a zone with a job');
 SELECT is_empty($$SELECT jobid FROM cron.unscheduled$$, '... without calling the look-alike''s unschedule()');
-SELECT lives_ok($$SELECT rl_zone_set('pc_mode', 'token_bucket', 10, '1 minute')$$,
-                'refill => ''inline'' on a zone with a job');
+SELECT throws_ok($$SELECT rl_zone_set('pc_mode', refill => 'inline')$$, '55000', NULL,
+                 'refill => ''inline'' on a zone with a job, without reset: 55000');
+SELECT is_empty($$SELECT jobid FROM cron.unscheduled$$, '... nothing unscheduled');
+SELECT lives_ok($$SELECT rl_zone_set('pc_mode', refill => 'inline', reset => true)$$,
+                'refill => ''inline'' with reset => true on a zone with a job');
 SELECT is_empty($$SELECT jobid FROM cron.unscheduled$$, '... nor does a refill change');
 SELECT lives_ok($$SELECT rl_zone_set('pc_mode', 'token_bucket', 20, '1 minute')$$,
                 'another change of an inline zone');

@@ -6,7 +6,7 @@ SET LOCAL timezone = 'UTC';
 SET LOCAL datestyle = 'ISO, YMD';
 SET LOCAL client_min_messages = warning;
 
-SELECT plan(78);
+SELECT plan(84);
 
 SET LOCAL ratelimit.now_override = '2026-01-01 00:00:00+00';
 
@@ -164,15 +164,29 @@ SELECT throws_ok(format('SELECT rl_zone_set(%L, %L, 1, %L)', 'err-zone', repeat(
 -------------------------------------------------------------------------
 -- rl_headers refuses results no function returns.
 -------------------------------------------------------------------------
-SELECT throws_ok($$SELECT rl_headers((true, 10, 11, NULL, '0', NULL, NULL)::rl_result)$$,
+-- rl_result: allowed, capacity, remaining, retry_after, reset_after,
+-- txn_id, would_allow, zone, rate, period.
+SELECT throws_ok($$SELECT rl_headers((true, 10, 11, NULL, '0', NULL, true, 'z', 10, '1 s')::rl_result)$$,
                  '22023', 'rl_headers() got an impossible rate-limit result',
                  'rl_headers: remaining above the capacity: 22023');
-SELECT throws_ok($$SELECT rl_headers((true, 10, -1, NULL, '0', NULL, NULL)::rl_result)$$,
+SELECT throws_ok($$SELECT rl_headers((true, 10, -1, NULL, '0', NULL, true, 'z', 10, '1 s')::rl_result)$$,
                  '22023', NULL, 'rl_headers: negative remaining: 22023');
-SELECT throws_ok($$SELECT rl_headers((false, 10, 0, '-1 s', '1 s', NULL, NULL)::rl_result)$$,
+SELECT throws_ok($$SELECT rl_headers((true, -1, 0, NULL, '0', NULL, true, 'z', 10, '1 s')::rl_result)$$,
+                 '22023', NULL, 'rl_headers: negative capacity: 22023');
+SELECT throws_ok($$SELECT rl_headers((false, 10, 0, '-1 s', '1 s', NULL, false, 'z', 10, '1 s')::rl_result)$$,
                  '22023', NULL, 'rl_headers: negative retry_after: 22023');
-SELECT is(rl_headers((false, 10, 0, '1.2 s', '3 s', NULL, NULL)::rl_result),
-          '{"Retry-After": "2", "RateLimit-Limit": "10", "RateLimit-Reset": "3", "RateLimit-Remaining": "0"}'::jsonb,
+SELECT throws_ok($$SELECT rl_headers((true, 10, 0, NULL, '-1 s', NULL, true, 'z', 10, '1 s')::rl_result)$$,
+                 '22023', NULL, 'rl_headers: negative reset_after: 22023');
+SELECT throws_ok($$SELECT rl_headers((true, 10, 0, NULL, '1 s', NULL, true, 'z', 0, '1 s')::rl_result)$$,
+                 '22023', NULL, 'rl_headers: rate 0: 22023');
+SELECT throws_ok($$SELECT rl_headers((true, 10, 0, NULL, '1 s', NULL, true, 'z', -1.5, '1 s')::rl_result)$$,
+                 '22023', NULL, 'rl_headers: negative rate: 22023');
+SELECT throws_ok($$SELECT rl_headers((true, 10, 0, NULL, '1 s', NULL, true, 'z', 10, '0 s')::rl_result)$$,
+                 '22023', NULL, 'rl_headers: period 0: 22023');
+SELECT throws_ok($$SELECT rl_headers((true, 10, 0, NULL, '1 s', NULL, true, 'z', 10, '-1 minute')::rl_result)$$,
+                 '22023', NULL, 'rl_headers: negative period: 22023');
+SELECT is(rl_headers((false, 10, 0, '1.2 s', '3 s', NULL, false, 'z', 10, '1 minute')::rl_result),
+          '{"Retry-After": "2", "RateLimit": "\"z\";r=0;t=3", "RateLimit-Policy": "\"z\";q=10;w=60"}'::jsonb,
           'rl_headers: a possible result gives its headers');
 
 SELECT results_eq(

@@ -44,7 +44,7 @@ BEGIN;
 SET LOCAL timezone = 'UTC';
 SET LOCAL client_min_messages = warning;
 
-SELECT plan(124);
+SELECT plan(129);
 
 SET LOCAL ratelimit.now_override = '2026-01-01 00:00:00+00';
 
@@ -341,20 +341,21 @@ SELECT is(pg_temp.left_in('guard_long', 'md5:' || md5(repeat('k', 2000))), 1::bi
           'a long explicit key is hashed as well');
 
 -------------------------------------------------------------------------
--- 5. The headers: RateLimit-Limit, -Remaining, -Reset (whole seconds,
--- rounded up), in PostgREST's format, appended to what is there.
+-- 5. The headers of the IETF draft (-09/-10): RateLimit-Policy (the
+-- zone's quota and window) and RateLimit (remaining, and seconds until
+-- full, rounded up), in PostgREST's format, appended to what is there.
 -------------------------------------------------------------------------
 SELECT pg_temp.request('{"sub":"h"}', NULL);
 SELECT rl_http_guard('guard_headers');
 SELECT is(pg_temp.response_headers(),
-          '[{"RateLimit-Limit": "2"}, {"RateLimit-Remaining": "1"}, {"RateLimit-Reset": "30"}]'::jsonb,
+          '[{"RateLimit": "\"guard_headers\";r=1;t=30"}, {"RateLimit-Policy": "\"guard_headers\";q=2;w=60"}]'::jsonb,
           'response.headers: an array of one-header objects, no Retry-After when allowed');
 SELECT is(jsonb_typeof(pg_temp.response_headers()), 'array', 'response.headers is a JSON array');
 SELECT pg_temp.setting('ratelimit.now_override', '2026-01-01 00:00:10.5+00');
 SELECT pg_temp.setting('response.headers', '');
 SELECT rl_http_guard('guard_headers');
 SELECT is(pg_temp.response_headers(),
-          '[{"RateLimit-Limit": "2"}, {"RateLimit-Remaining": "0"}, {"RateLimit-Reset": "50"}]'::jsonb,
+          '[{"RateLimit": "\"guard_headers\";r=0;t=50"}, {"RateLimit-Policy": "\"guard_headers\";q=2;w=60"}]'::jsonb,
           'at 10.5 s: 1.35 tokens, 0.35 after the call: full in 1.65 tokens = 49.5 s, rounded up to 50');
 SELECT pg_temp.setting('ratelimit.now_override', '2026-01-01 00:00:00+00');
 
@@ -363,22 +364,33 @@ SELECT pg_temp.request('{"sub":"k"}', NULL);
 SELECT pg_temp.setting('response.headers', '[{"X-Request-Id": "abc"}, {"Cache-Control": "no-store"}]');
 SELECT rl_http_guard('guard_keep');
 SELECT is(pg_temp.response_headers(),
-          '[{"X-Request-Id": "abc"}, {"Cache-Control": "no-store"}, {"RateLimit-Limit": "2"},
-            {"RateLimit-Remaining": "1"}, {"RateLimit-Reset": "30"}]'::jsonb,
+          '[{"X-Request-Id": "abc"}, {"Cache-Control": "no-store"},
+            {"RateLimit": "\"guard_keep\";r=1;t=30"}, {"RateLimit-Policy": "\"guard_keep\";q=2;w=60"}]'::jsonb,
           'existing response.headers are kept, ours appended');
 -- A second guard in the same request replaces the first one's RateLimit
 -- headers (PostgREST would send duplicates), and keeps the others.
-SELECT rl_http_guard('guard_keep', 'other');
+SELECT rl_http_guard('guard_headers', 'other');
 SELECT is(pg_temp.response_headers(),
-          '[{"X-Request-Id": "abc"}, {"Cache-Control": "no-store"}, {"RateLimit-Limit": "2"},
-            {"RateLimit-Remaining": "1"}, {"RateLimit-Reset": "30"}]'::jsonb,
-          'a second guard replaces the RateLimit headers (its key ''other'' has 1 left too)');
-SELECT is(pg_temp.header('RateLimit-Remaining'), '1', '... one RateLimit-Remaining, the second guard''s');
+          '[{"X-Request-Id": "abc"}, {"Cache-Control": "no-store"},
+            {"RateLimit": "\"guard_headers\";r=1;t=30"}, {"RateLimit-Policy": "\"guard_headers\";q=2;w=60"}]'::jsonb,
+          'a second guard (another zone) replaces the RateLimit headers');
+SELECT is((SELECT count(*) FROM jsonb_array_elements(pg_temp.response_headers()) h WHERE h ? 'RateLimit'), 1::bigint,
+          '... one RateLimit header, the second guard''s');
+-- The draft-06 names an older hook (or an older version of this guard)
+-- wrote, and a Retry-After, are replaced too: a client must not read two
+-- answers.
+SELECT pg_temp.setting('response.headers',
+    '[{"RateLimit-Limit": "99"}, {"X-Other": "1"}, {"RateLimit-Remaining": "98"}, {"RateLimit-Reset": "1"},
+      {"Retry-After": "5"}, {"RateLimit-Policy": "\"x\";q=1;w=1"}]');
+SELECT rl_http_guard('guard_keep', 'legacy');
+SELECT is(pg_temp.response_headers(),
+          '[{"X-Other": "1"}, {"RateLimit": "\"guard_keep\";r=1;t=30"}, {"RateLimit-Policy": "\"guard_keep\";q=2;w=60"}]'::jsonb,
+          'earlier RateLimit-Limit, -Remaining, -Reset, -Policy and Retry-After headers are replaced, others kept');
 -- Unreadable earlier headers are replaced by ours.
 SELECT pg_temp.setting('response.headers', 'not json');
 SELECT lives_ok($$SELECT rl_http_guard('guard_keep', 'third')$$, 'unreadable response.headers is tolerated');
 SELECT is(pg_temp.response_headers(),
-          '[{"RateLimit-Limit": "2"}, {"RateLimit-Remaining": "1"}, {"RateLimit-Reset": "30"}]'::jsonb,
+          '[{"RateLimit": "\"guard_keep\";r=1;t=30"}, {"RateLimit-Policy": "\"guard_keep\";q=2;w=60"}]'::jsonb,
           '... and replaced by ours');
 
 -------------------------------------------------------------------------
@@ -391,7 +403,7 @@ SELECT is(pg_temp.response_headers(),
 SELECT pg_temp.request('{"sub":"r"}', NULL);
 SELECT rl_http_guard('guard_refuse');
 SELECT rl_http_guard('guard_refuse');
-SELECT is(pg_temp.header('RateLimit-Remaining'), '0', 'two requests pass, the bucket is empty');
+SELECT is(pg_temp.header('RateLimit'), '"guard_refuse";r=0;t=60', 'two requests pass, the bucket is empty');
 SELECT pg_temp.setting('response.headers', '[{"X-Before": "1"}]');
 SELECT * FROM pg_temp.error_of($$SELECT rl_http_guard('guard_refuse')$$) \gset refused_
 SELECT is(:'refused_state'::text, 'PGRST', 'the third is refused with SQLSTATE PGRST');
@@ -404,8 +416,8 @@ SELECT is(pg_temp.json_or_null(:'refused_message'),
           'its message is the JSON body: code RL429, message, details with the wait, hint');
 SELECT is(pg_temp.json_or_null(:'refused_detail'),
           '{"status": 429, "status_text": "Too Many Requests",
-            "headers": {"RateLimit-Limit": "2", "RateLimit-Remaining": "0",
-                        "RateLimit-Reset": "60", "Retry-After": "30"}}'::jsonb,
+            "headers": {"RateLimit-Policy": "\"guard_refuse\";q=2;w=60", "RateLimit": "\"guard_refuse\";r=0;t=60",
+                        "Retry-After": "30"}}'::jsonb,
           'its detail is the status, 429 Too Many Requests, and the RateLimit headers with Retry-After');
 SELECT is(:'refused_headers_after'::text, '[{"X-Before": "1"}]',
           'response.headers after the caught refusal: as before the call');
@@ -429,9 +441,37 @@ SELECT rl_http_guard('guard_shadow') FROM generate_series(1, 2);
 SELECT pg_temp.setting('response.headers', '');
 SELECT lives_ok($$SELECT rl_http_guard('guard_shadow')$$, 'a shadow zone lets the third request through');
 SELECT is(pg_temp.response_headers(),
-          '[{"RateLimit-Limit": "2"}, {"RateLimit-Remaining": "0"}, {"RateLimit-Reset": "60"}]'::jsonb,
+          '[{"RateLimit": "\"guard_shadow\";r=0;t=60"}, {"RateLimit-Policy": "\"guard_shadow\";q=2;w=60"}]'::jsonb,
           '... with no Retry-After');
 SELECT is((SELECT would_allow FROM rl_peek('guard_shadow', 'sub:s')), false, '... although its limit would refuse');
+
+-- A cron zone that no job refills: a refusal promises no time.  The
+-- detail says so, and there is no Retry-After header (a client would wait
+-- for nothing).  The zone is written directly by the superuser, as a
+-- restored dump fills the zone table: rl_zone_set refuses a cron zone no
+-- job could refill.
+INSERT INTO ratelimit.zone (zone, algorithm, rate, period, burst, refill)
+VALUES ('guard_cron', 'token_bucket', 1, '1 minute', NULL, 'cron');
+SELECT pg_temp.request('{"sub":"c"}', NULL);
+SELECT rl_http_guard('guard_cron');
+SELECT * FROM pg_temp.error_of($$SELECT rl_http_guard('guard_cron')$$) \gset cron_
+SELECT is(ARRAY[:'cron_state', pg_temp.json_or_null(:'cron_message') ->> 'details'],
+          ARRAY['PGRST', 'No refill is scheduled.'],
+          'a cron zone without a job refuses with PGRST, its details: no refill is scheduled');
+-- The draft's t parameter (seconds until the quota resets) is optional:
+-- with no time to promise it is left out, and r (what remains) is still
+-- said.
+SELECT is(ARRAY(SELECT jsonb_object_keys(pg_temp.json_or_null(:'cron_detail') -> 'headers') ORDER BY 1)
+             @> ARRAY['Retry-After'], false,
+          '... and its headers have no Retry-After');
+SELECT is(pg_temp.json_or_null(:'cron_detail') -> 'headers',
+          '{"RateLimit-Policy": "\"guard_cron\";q=1;w=60", "RateLimit": "\"guard_cron\";r=0"}'::jsonb,
+          '... but the policy, and a RateLimit with r=0 and no t');
+SELECT pg_temp.setting('ratelimit.guard_error', 'pt429');
+SELECT * FROM pg_temp.error_of($$SELECT rl_http_guard('guard_cron')$$) \gset cron_pt429_
+SELECT pg_temp.setting('ratelimit.guard_error', 'pgrst');
+SELECT is(ARRAY[:'cron_pt429_state', :'cron_pt429_detail'], ARRAY['PT429', 'No refill is scheduled.'],
+          'with guard_error = pt429: PT429, the detail says no refill is scheduled');
 
 -------------------------------------------------------------------------
 -- 7. PostgREST switches to the request's role (here an anonymous one, as
@@ -454,7 +494,7 @@ SELECT is(pg_temp.left_in('guard_role', 'ip:203.0.113.50'), 2::bigint, 'the refu
 SELECT rl_grant('rl_pgtap_guard_anon');
 SET LOCAL ROLE rl_pgtap_guard_anon;
 SELECT lives_ok($$SELECT rl_http_guard('guard_role')$$, 'after rl_grant the role can call the guard');
-SELECT is(pg_temp.header('RateLimit-Remaining'), '1', '... and gets the headers');
+SELECT is(pg_temp.header('RateLimit'), '"guard_role";r=1;t=30', '... and gets the headers');
 SELECT lives_ok($$SELECT rl_http_guard('guard_role')$$, '... a second time');
 SELECT throws_ok($$SELECT rl_http_guard('guard_role')$$, 'PGRST', NULL, '... and is refused the third time');
 SELECT throws_ok($$SELECT * FROM rl_keys$$, '42501', NULL, '... without reading rl_keys');

@@ -25,7 +25,7 @@ BEGIN;
 SET LOCAL timezone = 'UTC';
 SET LOCAL client_min_messages = warning;
 
-SELECT plan(50);
+SELECT plan(57);
 
 SELECT is((SELECT n.nspname::text FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
            WHERE e.extname = 'ratelimit'),
@@ -110,7 +110,7 @@ SELECT is((SELECT message::jsonb FROM anon_requests WHERE n = 3),
           '{"code": "RL429", "message": "rate limit of zone \"api\" exceeded", "details": "Retry after 30 s.", "hint": "Wait for the Retry-After header''s seconds before the next request."}'::jsonb,
           'the refusal is PostgREST''s PGRST error: its message is the JSON body');
 SELECT is((SELECT detail::jsonb FROM anon_requests WHERE n = 3),
-          '{"status": 429, "status_text": "Too Many Requests", "headers": {"Retry-After": "30", "RateLimit-Limit": "2", "RateLimit-Remaining": "0", "RateLimit-Reset": "60"}}'::jsonb,
+          '{"status": 429, "status_text": "Too Many Requests", "headers": {"Retry-After": "30", "RateLimit-Policy": "\"api\";q=2;w=60", "RateLimit": "\"api\";r=0;t=60"}}'::jsonb,
           'its detail carries status 429 and the Retry-After and RateLimit headers');
 
 -- (Each request's arguments depend on n: with constant arguments the
@@ -128,7 +128,7 @@ SELECT is((SELECT r.state FROM pg_temp.request('rl_pgrst_anon', NULL, '{"x-forwa
               $c$SELECT rl_pgrst_private.check_request();
                  DO $d$ BEGIN
                      IF current_setting('response.headers')::jsonb
-                        @> '[{"RateLimit-Remaining": "1"}, {"RateLimit-Limit": "2"}]'::jsonb THEN
+                        @> '[{"RateLimit": "\"api\";r=1;t=30"}, {"RateLimit-Policy": "\"api\";q=2;w=60"}]'::jsonb THEN
                          RAISE SQLSTATE 'RLHDR';
                      END IF;
                  END $d$$c$) r),
@@ -142,6 +142,8 @@ SELECT is((pg_temp.request(r, NULL, NULL, c)).state, '42501',
           format('%s may not run %s', r, c))
 FROM unnest(ARRAY['rl_pgrst_anon', 'rl_pgrst_user']) r,
      unnest(ARRAY[$$SELECT extensions.rl_limit('api', 'sub:victim', 2)$$,
+                  $$SELECT extensions.rl_limit(ARRAY['api'], 'sub:victim', 2)$$,
+                  $$SELECT extensions.rl_refund('api', 'sub:victim', 2)$$,
                   $$SELECT extensions.rl_http_guard('api', 'sub:victim')$$,
                   $$SELECT extensions.rl_token_bucket('victim', 0.001, 1000)$$,
                   $$SELECT extensions.rl_peek('api', 'sub:victim')$$,
@@ -149,9 +151,9 @@ FROM unnest(ARRAY['rl_pgrst_anon', 'rl_pgrst_user']) r,
                   $$SELECT extensions.rl_zone_set('api', 'token_bucket', 1, '1 day')$$,
                   $$SELECT * FROM extensions.rl_zones$$]) c;
 SELECT is(pg_temp.left_in('api', 'sub:victim'), 2::bigint, 'the victim''s key is untouched');
-SELECT is((SELECT rate FROM extensions.rl_zones WHERE zone = 'api'), 2::bigint, 'the zone is unchanged');
+SELECT is((SELECT rate FROM extensions.rl_zones WHERE zone = 'api'), 2::numeric, 'the zone is unchanged');
 SELECT is((pg_temp.request('rl_pgrst_anon', NULL, NULL,
-              $$SELECT extensions.rl_headers(ROW(true, 2, 1, NULL, '30 s', NULL, true)::extensions.rl_result)$$)).state,
+              $$SELECT extensions.rl_headers(ROW(true, 2, 1, NULL, '30 s', NULL, true, 'api', 2, '1 minute')::extensions.rl_result)$$)).state,
           'ok', 'the pure rl_headers stays callable');
 SELECT is((pg_temp.request('rl_pgrst_anon', NULL, NULL,
               $$SELECT extensions.rl_client_address('1.2.3.4, 5.6.7.8', NULL)$$)).state,
@@ -180,15 +182,21 @@ SELECT is((SELECT array_agg(extensions.rl_token_bucket('x-adhoc', 1, 2) ORDER BY
            FROM generate_series(1, 3) n),
           ARRAY[1, 0, -1]::bigint[], 'rl_token_bucket');
 SELECT is((SELECT (r).remaining FROM extensions.rl_gcra('x-cell', 15, 30, 60) r), 15::bigint, 'rl_gcra');
+SELECT is((SELECT array_agg((extensions.rl_limit(ARRAY['x_sw', 'x_shm'], 'm')).allowed ORDER BY n)
+           FROM generate_series(1, 3) n),
+          ARRAY[true, true, false], 'rl_limit on two zones, table and shmem stores');
+SELECT is((extensions.rl_refund('x_shm', 'm', 1)).remaining, 1::bigint, 'rl_refund');
 SELECT is((extensions.rl_peek('x_tb', 'k', 0)).remaining, 0::bigint, 'rl_peek');
-SELECT is((SELECT count(*) FROM extensions.rl_keys WHERE zone IN ('x_tb', 'x_sw', 'x_shm')), 3::bigint, 'rl_keys');
+SELECT is((SELECT count(*) FROM extensions.rl_keys WHERE zone IN ('x_tb', 'x_sw', 'x_shm') AND key = 'k'), 3::bigint, 'rl_keys');
 SELECT is((SELECT allowed + refused FROM extensions.rl_counters WHERE zone = 'x_tb'), 3::bigint, 'rl_counters');
 SELECT is(extensions.rl_reset('x_tb', 'k'), true, 'rl_reset');
 SELECT is((extensions.rl_peek('x_tb', 'k', 0)).remaining, 2::bigint, 'the reset key is full again');
 -- rl_gc runs in a transaction of its own; here it is found and refuses.
 SELECT throws_ok('SELECT extensions.rl_gc()', '25001',
                  'rl_gc() must run in a transaction that has made no rate-limit call', 'rl_gc');
-SELECT is(extensions.rl_headers(extensions.rl_peek('x_tb', 'k')) ->> 'RateLimit-Limit', '2', 'rl_headers');
+SELECT is(extensions.rl_headers(extensions.rl_peek('x_tb', 'k')) ->> 'RateLimit', '"x_tb";r=1;t=30', 'rl_headers');
+SELECT is(extensions.rl_headers(extensions.rl_peek('x_tb', 'k'), legacy => true) ->> 'RateLimit-Limit', '2',
+          'rl_headers, legacy => true');
 
 -- A trigger, named by its schema.
 CREATE TABLE rl_pgrst_posts (author text, body text);

@@ -3,7 +3,8 @@
 -- view: a role meets PostgreSQL's own 42501 until the extension's owner
 -- runs rl_grant, and again after rl_revoke.  With 'limit' a role decides
 -- (and may arm rl_limit_trigger) but still cannot touch zones, the state,
--- the internal schema or the test clock; 'monitor' alone opens the views.
+-- the internal schema or the test clock; 'refund' alone gives rl_refund
+-- (a role that may refund is not limited); 'monitor' alone opens the views.
 -- Only the owner grants: otherwise a role given EXECUTE on rl_grant could
 -- hand out what it does not own.  No SECURITY DEFINER function of the
 -- extension runs with an unpinned search_path.
@@ -18,7 +19,7 @@ SET LOCAL client_min_messages = warning;
 SELECT NOT EXISTS (SELECT 1 FROM pg_catalog.pg_settings
                    WHERE name = 'ratelimit.now_override') AS rl_unloaded \gset
 
-SELECT plan(126);
+SELECT plan(142);
 
 CREATE ROLE rl_pgtap_user NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE;
 CREATE ROLE rl_pgtap_priv_grantee NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE;
@@ -291,24 +292,33 @@ SELECT is_empty($$SELECT 1 FROM ratelimit.state WHERE key IN ('priv-bad', 'priv-
 -- rl_grant and rl_revoke both ways, on a role of their own: 'limit'.
 -------------------------------------------------------------------------
 SELECT rl_zone_set('priv_tb', 'token_bucket', 10, '1 minute'),
+       rl_zone_set('priv_tb2', 'gcra', 10, '1 minute'),
        rl_zone_set('priv_sw', 'sliding_window', 10, '1 minute') \gset
--- One call of each decision function.
-CREATE FUNCTION pg_temp.priv_decisions() RETURNS TABLE (fn text, statement text)
+-- One call of each decision function (fn: its name, as the error names
+-- it; called: which overload).
+CREATE FUNCTION pg_temp.priv_decisions() RETURNS TABLE (fn text, called text, statement text)
 LANGUAGE sql AS $$
-    VALUES ('rl_limit', $s$SELECT rl_limit('priv_tb', 'priv-g', 1)$s$),
-           ('rl_token_bucket', $s$SELECT rl_token_bucket('priv-g', 1, 10, 1)$s$),
-           ('rl_sliding_window', $s$SELECT rl_sliding_window('priv_sw', 'priv-g', 1)$s$),
-           ('rl_gcra', $s$SELECT rl_gcra('priv-g', 9, 10, 60)$s$),
-           ('rl_peek', $s$SELECT rl_peek('priv_tb', 'priv-g')$s$),
-           ('rl_http_guard', $s$SELECT rl_http_guard('priv_tb', 'priv-g')$s$)
+    VALUES ('rl_limit', 'rl_limit', $s$SELECT rl_limit('priv_tb', 'priv-g', 1)$s$),
+           ('rl_limit', 'rl_limit(text[])', $s$SELECT rl_limit(ARRAY['priv_tb', 'priv_tb2'], 'priv-g', 1)$s$),
+           ('rl_token_bucket', 'rl_token_bucket', $s$SELECT rl_token_bucket('priv-g', 1, 10, 1)$s$),
+           ('rl_sliding_window', 'rl_sliding_window', $s$SELECT rl_sliding_window('priv_sw', 'priv-g', 1)$s$),
+           ('rl_gcra', 'rl_gcra', $s$SELECT rl_gcra('priv-g', 9, 10, 60)$s$),
+           ('rl_peek', 'rl_peek', $s$SELECT rl_peek('priv_tb', 'priv-g')$s$),
+           ('rl_http_guard', 'rl_http_guard', $s$SELECT rl_http_guard('priv_tb', 'priv-g')$s$)
 $$;
 
 SELECT is(pg_temp.priv_executable('rl_pgtap_priv_grantee'),
-          ARRAY['rl_client_address(text,text,integer,text)', 'rl_headers(rl_result)'],
+          ARRAY['rl_client_address(text,text,integer,text)', 'rl_headers(rl_result,boolean)'],
           'of the extension''s functions, an ungranted role executes only the two pure ones');
 SET ROLE rl_pgtap_priv_grantee;
+-- ... and they work for it: rl_headers on a whole result (a zone's rate
+-- and period, as every call returns them; a NULL rate would skip the
+-- policy) needs nothing the role lacks.
+-- (errors.sql checks the headers' values.)
+SELECT lives_ok($$SELECT rl_headers(ROW(true, 10, 9, NULL, '6 seconds', NULL, true, 'priv_tb', 10, '1 minute')::rl_result)$$,
+                'an ungranted role calls rl_headers (PUBLIC executes it) on a result with a rate and a period');
 SELECT throws_ok(statement, '42501', 'permission denied for function ' || fn,
-                 'before rl_grant: ' || fn || ' is refused')
+                 'before rl_grant: ' || called || ' is refused')
 FROM pg_temp.priv_decisions();
 RESET ROLE;
 SELECT lives_ok($$SELECT rl_grant('rl_pgtap_priv_grantee', 'limit')$$,
@@ -316,28 +326,29 @@ SELECT lives_ok($$SELECT rl_grant('rl_pgtap_priv_grantee', 'limit')$$,
 SELECT is(pg_temp.priv_executable('rl_pgtap_priv_grantee'),
           ARRAY['rl_client_address(text,text,integer,text)',
                 'rl_gcra(text,integer,integer,double precision,integer)',
-                'rl_headers(rl_result)',
+                'rl_headers(rl_result,boolean)',
                 'rl_http_guard(text,text,integer,text)',
                 'rl_limit(text,text,integer)',
+                'rl_limit(text[],text,integer)',
                 'rl_limit_trigger()',
                 'rl_peek(text,text,integer)',
                 'rl_sliding_window(text,text,integer)',
                 'rl_token_bucket(text,double precision,double precision,integer)'],
-          '''limit'' is every decision function and the trigger function, and nothing else');
+          '''limit'' is every decision function (both rl_limit) and the trigger function, and nothing else (no rl_refund)');
 SELECT is(pg_temp.priv_readable('rl_pgtap_priv_grantee'), '{}'::text[],
           '''limit'' opens no view');
 SET ROLE rl_pgtap_priv_grantee;
-SELECT lives_ok(statement, 'after rl_grant: ' || fn || ' works')
+SELECT lives_ok(statement, 'after rl_grant: ' || called || ' works')
 FROM pg_temp.priv_decisions();
 RESET ROLE;
 SELECT lives_ok($$SELECT rl_revoke('rl_pgtap_priv_grantee')$$,
                 'the owner runs rl_revoke(role) (''limit'' by default)');
 SELECT is(pg_temp.priv_executable('rl_pgtap_priv_grantee'),
-          ARRAY['rl_client_address(text,text,integer,text)', 'rl_headers(rl_result)'],
+          ARRAY['rl_client_address(text,text,integer,text)', 'rl_headers(rl_result,boolean)'],
           'rl_revoke took back every function rl_grant gave');
 SET ROLE rl_pgtap_priv_grantee;
 SELECT throws_ok(statement, '42501', 'permission denied for function ' || fn,
-                 'after rl_revoke: ' || fn || ' is refused again')
+                 'after rl_revoke: ' || called || ' is refused again')
 FROM pg_temp.priv_decisions();
 RESET ROLE;
 
@@ -359,7 +370,7 @@ SELECT is(pg_temp.priv_readable('rl_pgtap_priv_grantee'), ARRAY['rl_counters', '
           '''monitor'' opens the three views, and no other relation');
 SELECT is(pg_temp.priv_executable('rl_pgtap_priv_grantee'),
           ARRAY['ratelimit.counters()', 'ratelimit.keys()',
-                'rl_client_address(text,text,integer,text)', 'rl_headers(rl_result)'],
+                'rl_client_address(text,text,integer,text)', 'rl_headers(rl_result,boolean)'],
           '''monitor'' adds the functions behind the views, and no decision function');
 SET ROLE rl_pgtap_priv_grantee;
 SELECT is((SELECT zone::text FROM rl_zones WHERE zone = 'priv_tb'), 'priv_tb',
@@ -383,8 +394,65 @@ SELECT throws_ok(format('SELECT * FROM %I', v), '42501', 'permission denied for 
 FROM pg_temp.priv_views() v;
 RESET ROLE;
 SELECT is(pg_temp.priv_executable('rl_pgtap_priv_grantee'),
-          ARRAY['rl_client_address(text,text,integer,text)', 'rl_headers(rl_result)'],
+          ARRAY['rl_client_address(text,text,integer,text)', 'rl_headers(rl_result,boolean)'],
           'and the functions behind them are taken back too');
+
+-------------------------------------------------------------------------
+-- 'refund' both ways: rl_refund alone.  It is not in 'limit' (the list
+-- above has no rl_refund): a role that may refund its own key is not
+-- limited at all, and PostgREST publishes every function a role may run.
+-- The sets are independent: revoking 'limit' leaves 'refund'.
+-------------------------------------------------------------------------
+SET ROLE rl_pgtap_priv_grantee;
+SELECT throws_ok($$SELECT rl_refund('priv_tb', 'priv-g', 1)$$,
+                 '42501', 'permission denied for function rl_refund',
+                 'before rl_grant ''refund'': rl_refund is refused');
+RESET ROLE;
+SELECT lives_ok($$SELECT rl_grant('rl_pgtap_priv_grantee', 'refund')$$,
+                'the owner runs rl_grant(role, ''refund'')');
+SELECT is(pg_temp.priv_executable('rl_pgtap_priv_grantee'),
+          ARRAY['rl_client_address(text,text,integer,text)', 'rl_headers(rl_result,boolean)',
+                'rl_refund(text,text,integer)'],
+          '''refund'' is rl_refund, and no decision function');
+SELECT is(pg_temp.priv_readable('rl_pgtap_priv_grantee'), '{}'::text[],
+          '''refund'' opens no view');
+SET ROLE rl_pgtap_priv_grantee;
+SELECT is((rl_refund('priv_tb', 'priv-g', 1)).allowed, true,
+          'after rl_grant ''refund'': the role refunds');
+SELECT throws_ok($$SELECT rl_limit(ARRAY['priv_tb'], 'priv-g', 1)$$,
+                 '42501', 'permission denied for function rl_limit',
+                 '''refund'' does not let the role decide');
+RESET ROLE;
+SELECT lives_ok($$SELECT rl_grant('rl_pgtap_priv_grantee', 'limit'), rl_revoke('rl_pgtap_priv_grantee', 'limit')$$,
+                'the owner grants ''limit'' beside it, and revokes ''limit''');
+SELECT is(pg_temp.priv_executable('rl_pgtap_priv_grantee'),
+          ARRAY['rl_client_address(text,text,integer,text)', 'rl_headers(rl_result,boolean)',
+                'rl_refund(text,text,integer)'],
+          'revoking ''limit'' left ''refund'' alone');
+SELECT lives_ok($$SELECT rl_revoke('rl_pgtap_priv_grantee', 'refund')$$,
+                'the owner runs rl_revoke(role, ''refund'')');
+SELECT is(pg_temp.priv_executable('rl_pgtap_priv_grantee'),
+          ARRAY['rl_client_address(text,text,integer,text)', 'rl_headers(rl_result,boolean)'],
+          'rl_revoke ''refund'' took rl_refund back');
+SET ROLE rl_pgtap_priv_grantee;
+SELECT throws_ok($$SELECT rl_refund('priv_tb', 'priv-g', 1)$$,
+                 '42501', 'permission denied for function rl_refund',
+                 'after rl_revoke ''refund'': rl_refund is refused again');
+RESET ROLE;
+-- The hint of an unknown set is how a caller learns the sets' names.
+CREATE FUNCTION pg_temp.priv_hint(statement text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    hint text;
+BEGIN
+    EXECUTE statement;
+    RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS hint = PG_EXCEPTION_HINT;
+    RETURN SQLSTATE || ' ' || hint;
+END $$;
+SELECT is(pg_temp.priv_hint($$SELECT rl_grant('rl_pgtap_priv_grantee', 'admin')$$),
+          '22023 Use ''limit'' (the decision functions), ''refund'' (rl_refund) or ''monitor'' (the views rl_zones, rl_counters and rl_keys).',
+          'an unknown privilege set: 22023, and the hint names ''limit'', ''refund'' and ''monitor''');
 
 -------------------------------------------------------------------------
 -- Only the owner grants; bad arguments are refused.
@@ -405,7 +473,7 @@ SELECT throws_ok($$SELECT rl_revoke('rl_pgtap_user')$$,
 RESET ROLE;
 SELECT is(pg_temp.priv_executable('rl_pgtap_priv_stranger'),
           ARRAY['rl_client_address(text,text,integer,text)', 'rl_grant(regrole,text)',
-                'rl_headers(rl_result)', 'rl_revoke(regrole,text)'],
+                'rl_headers(rl_result,boolean)', 'rl_revoke(regrole,text)'],
           'the refused rl_grant gave the stranger nothing');
 SELECT is(pg_temp.priv_readable('rl_pgtap_priv_grantee'), '{}'::text[],
           'nor the other role');
@@ -433,7 +501,7 @@ SELECT throws_ok($$SELECT rl_grant('public')$$,
                  '42704', 'role "public" does not exist',
                  'rl_grant(''public'') is refused');
 SELECT is(pg_temp.priv_executable('rl_pgtap_priv_grantee'),
-          ARRAY['rl_client_address(text,text,integer,text)', 'rl_headers(rl_result)'],
+          ARRAY['rl_client_address(text,text,integer,text)', 'rl_headers(rl_result,boolean)'],
           'the refused calls granted nothing');
 -- rl_grant builds GRANT statements from the role's name.
 SELECT lives_ok($$SELECT rl_grant('"rl_pgtap_priv Odd"')$$,

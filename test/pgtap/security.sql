@@ -25,7 +25,7 @@ SET LOCAL timezone = 'UTC';
 SET LOCAL datestyle = 'ISO, YMD';
 SET LOCAL client_min_messages = warning;
 
-SELECT plan(255);
+SELECT plan(273);
 
 LOAD 'ratelimit';
 SET LOCAL ratelimit.now_override = '2026-01-01 00:00:00+00';
@@ -40,16 +40,17 @@ SELECT 's' || txid_current() || ':' AS pfx \gset
 
 CREATE ROLE rl_sec_user NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE;
 CREATE ROLE rl_sec_attacker NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE;
--- The attacker checks limits, manages zones and keys (it is granted every
--- admin function of the extension) and monitors them, but is no
--- superuser: none of it may run its code with the extension owner's
+-- The attacker checks limits, refunds, manages zones and keys (it is
+-- granted every admin function of the extension) and monitors them, but
+-- is no superuser: none of it may run its code with the extension owner's
 -- rights.
 GRANT EXECUTE ON FUNCTION
-    rl_zone_set(text, text, bigint, interval, bigint, text, boolean, text, boolean),
+    rl_zone_set(text, text, numeric, interval, bigint, text, boolean, text, boolean, boolean),
     rl_zone_drop(text, boolean), rl_reset(text, text), rl_gc(text, interval),
     rl_cron_enable(text, name), rl_cron_disable(text)
     TO rl_sec_attacker;
-SELECT rl_grant('rl_sec_attacker', 'limit'), rl_grant('rl_sec_attacker', 'monitor') \gset
+SELECT rl_grant('rl_sec_attacker', 'limit'), rl_grant('rl_sec_attacker', 'refund'),
+       rl_grant('rl_sec_attacker', 'monitor') \gset
 CREATE SCHEMA rl_sec_evil AUTHORIZATION rl_sec_attacker;
 
 -- A statement's result as text, or 'ERROR <sqlstate>'.  Runs under the
@@ -111,7 +112,16 @@ BEGIN
         ('btrim', 'text', 'text'),
         ('txid_current', '', 'bigint'),
         ('jsonb_strip_nulls', 'jsonb', 'jsonb'),
-        ('jsonb_each_text', 'jsonb', 'SETOF record')
+        ('jsonb_each_text', 'jsonb', 'SETOF record'),
+        -- rl_zone_set's partial changes and refusals, rl_headers
+        ('left', 'text, integer', 'text'),
+        ('length', 'text', 'integer'),
+        ('trunc', 'numeric', 'numeric'),
+        ('cardinality', 'text[]', 'integer'),
+        ('array_to_string', 'text[], text', 'text'),
+        ('gcd', 'numeric, numeric', 'numeric'),
+        ('scale', 'numeric', 'integer'),
+        ('to_hex', 'integer', 'text')
     ) v(name, args, ret) LOOP
         SELECT string_agg('$' || i, ', ') INTO refs
         FROM generate_series(1, coalesce(array_length(string_to_array(f.args, ','), 1), 0)) i;
@@ -144,6 +154,8 @@ BEGIN
         ('=', 'bytea', 'bytea', 'boolean'),
         ('<>', 'text', 'text', 'boolean'),
         ('<>', 'integer', 'integer', 'boolean'),
+        ('<>', 'numeric', 'numeric', 'boolean'),
+        ('<=', 'numeric', 'numeric', 'boolean'),
         ('<', 'bigint', 'bigint', 'boolean'),
         ('<=', 'integer', 'integer', 'boolean'),
         ('>', 'integer', 'integer', 'boolean'),
@@ -225,7 +237,7 @@ SELECT results_eq(
           'rl_cron_disable(text)',
           'rl_cron_enable(text,name)',
           'rl_zone_drop(text,boolean)',
-          'rl_zone_set(text,text,bigint,interval,bigint,text,boolean,text,boolean)'],
+          'rl_zone_set(text,text,numeric,interval,bigint,text,boolean,text,boolean,boolean)'],
     'the SECURITY DEFINER functions of the extension are exactly the six this file attacks');
 -- The owner is the one role that runs rl_grant and rl_revoke, with its own
 -- rights: they, and the helpers they call, pin search_path as well.
@@ -249,7 +261,7 @@ SELECT results_eq(
              aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
       WHERE p.oid = f.fn::regprocedure AND a.grantee = 0
       ORDER BY fn COLLATE "C"$$,
-    ARRAY['rl_client_address(text,text,integer,text)', 'rl_headers(rl_result)'],
+    ARRAY['rl_client_address(text,text,integer,text)', 'rl_headers(rl_result,boolean)'],
     'PUBLIC executes two functions of the extension, both pure: rl_client_address and rl_headers');
 CREATE FUNCTION pg_temp.ext_relations_for(role name) RETURNS SETOF text
 LANGUAGE sql STABLE AS $$
@@ -270,7 +282,7 @@ SELECT results_eq(
     $$SELECT fn FROM pg_temp.ext_functions()
       WHERE has_function_privilege('rl_sec_user', fn::regprocedure, 'EXECUTE')
       ORDER BY fn COLLATE "C"$$,
-    ARRAY['rl_client_address(text,text,integer,text)', 'rl_headers(rl_result)'],
+    ARRAY['rl_client_address(text,text,integer,text)', 'rl_headers(rl_result,boolean)'],
     'an ungranted role may execute those two and nothing else, internal functions included');
 SELECT is_empty($$SELECT * FROM pg_temp.ext_relations_for('rl_sec_user')$$,
                 'an ungranted role has no privilege on any relation of the extension');
@@ -299,8 +311,13 @@ SELECT results_eq(
 -- 3. As an ordinary role: refused until granted, then what it may do.
 -------------------------------------------------------------------------
 SELECT rl_zone_set('sec_pub_tb', 'token_bucket', 10, '1 minute'),
-       rl_zone_set('sec_pub_sw', 'sliding_window', 10, '1 minute'),
-       rl_zone_set('sec_pub_cron', 'token_bucket', 10, '1 minute', refill => 'cron') \gset
+       rl_zone_set('sec_pub_sw', 'sliding_window', 10, '1 minute') \gset
+-- A cron zone without a usable pg_cron here (this database is not
+-- cron.database_name): rl_zone_set refuses a cron zone no job could
+-- refill, so the superuser writes the configuration directly, as a
+-- restored dump fills the zone table.
+INSERT INTO ratelimit.zone (zone, algorithm, rate, period, burst, refill)
+VALUES ('sec_pub_cron', 'token_bucket', 10, '1 minute', NULL, 'cron');
 INSERT INTO ratelimit.history VALUES (1, '2026-01-01 00:00:00+00', 'sec_pub_tb', 'sec-hist', 1, true);
 SELECT count(*) AS zones_before FROM ratelimit.zone \gset
 SELECT count(*) AS state_before FROM ratelimit.state \gset
@@ -310,6 +327,8 @@ SET ROLE rl_sec_user;
 SELECT throws_ok(s, '42501', 'permission denied for function ' || f, 'an ungranted role cannot call ' || f)
 FROM (VALUES ('rl_token_bucket', $s$SELECT rl_token_bucket('sec-pub', 1, 10, 2)$s$),
              ('rl_limit', $s$SELECT rl_limit('sec_pub_tb', 'sec-pub', 3)$s$),
+             ('rl_limit', $s$SELECT rl_limit(ARRAY['sec_pub_tb', 'sec_pub_sw'], 'sec-pub', 3)$s$),
+             ('rl_refund', $s$SELECT rl_refund('sec_pub_tb', 'sec-pub', 3)$s$),
              ('rl_sliding_window', $s$SELECT rl_sliding_window('sec_pub_sw', 'sec-pub', 4)$s$),
              ('rl_peek', $s$SELECT rl_peek('sec_pub_tb', 'sec-pub', 1)$s$),
              ('rl_gcra', $s$SELECT rl_gcra('sec-pub', 15, 30, 60)$s$),
@@ -329,11 +348,12 @@ SELECT results_eq(
           'rl_cron_refill(text)',
           'rl_gc(text,interval)',
           'rl_grant(regrole,text)',
+          'rl_refund(text,text,integer)',
           'rl_reset(text,text)',
           'rl_revoke(regrole,text)',
           'rl_zone_drop(text,boolean)',
-          'rl_zone_set(text,text,bigint,interval,bigint,text,boolean,text,boolean)'],
-    'and none of the admin functions, nor rl_grant and rl_revoke');
+          'rl_zone_set(text,text,numeric,interval,bigint,text,boolean,text,boolean,boolean)'],
+    'and none of the admin functions, nor rl_refund (a set of its own), nor rl_grant and rl_revoke');
 -- A role that has USAGE on schema ratelimit (the refill job's role does)
 -- must find nothing there to call.
 SELECT is_empty(
@@ -347,14 +367,18 @@ SET ROLE rl_sec_user;
 SELECT is(rl_token_bucket('sec-pub', 1, 10, 2), 8::bigint, 'an ordinary role calls rl_token_bucket');
 SELECT results_eq($$SELECT allowed, remaining FROM rl_limit('sec_pub_tb', 'sec-pub', 3)$$,
                   $$VALUES (true, 7::bigint)$$, 'an ordinary role calls rl_limit');
+SELECT results_eq($$SELECT allowed, remaining, zone FROM rl_limit(ARRAY['sec_pub_tb', 'sec_pub_sw'], 'sec-pub-multi', 2)$$,
+                  $$VALUES (true, 8::bigint, 'sec_pub_sw'::text)$$,
+                  'an ordinary role calls rl_limit on two zones (8 left in each: the one full again later decides)');
 SELECT results_eq($$SELECT allowed, remaining FROM rl_sliding_window('sec_pub_sw', 'sec-pub', 4)$$,
                   $$VALUES (true, 6::bigint)$$, 'an ordinary role calls rl_sliding_window');
 SELECT results_eq($$SELECT allowed, remaining FROM rl_peek('sec_pub_tb', 'sec-pub', 1)$$,
                   $$VALUES (true, 6::bigint)$$, 'an ordinary role calls rl_peek');
 SELECT results_eq($$SELECT allowed, capacity, remaining FROM rl_gcra('sec-pub', 15, 30, 60)$$,
                   $$VALUES (true, 16::bigint, 15::bigint)$$, 'an ordinary role calls rl_gcra');
-SELECT is((SELECT rl_headers(r) FROM rl_limit('sec_pub_tb', 'sec-pub', 0) r),
-          '{"RateLimit-Limit": "10", "RateLimit-Reset": "18", "RateLimit-Remaining": "7"}'::jsonb,
+-- (sec_try: an error is a result to compare, not the end of the file.)
+SELECT is(pg_temp.sec_try($q$SELECT rl_headers(r)::text FROM rl_limit('sec_pub_tb', 'sec-pub', 0) r$q$),
+          '{"RateLimit": "\"sec_pub_tb\";r=7;t=18", "RateLimit-Policy": "\"sec_pub_tb\";q=10;w=60"}',
           'an ordinary role calls rl_headers');
 SELECT lives_ok($$SELECT rl_http_guard('sec_pub_tb', 'sec-guard')$$, 'an ordinary role calls rl_http_guard');
 SELECT results_eq($$SELECT allowed, remaining FROM rl_limit('sec_pub_cron', 'sec-pub', 2)$$,
@@ -371,7 +395,7 @@ SELECT results_eq($$SELECT r FROM pg_temp.ext_relations_for('rl_sec_user') r ORD
                   'granted ''monitor'' as well, it may read the three views and no other relation');
 SET ROLE rl_sec_user;
 SELECT results_eq($$SELECT zone::text, rate FROM rl_zones WHERE zone LIKE 'sec\_pub\_%' ORDER BY zone COLLATE "C"$$,
-                  $$VALUES ('sec_pub_cron'::text COLLATE "C", 10::bigint), ('sec_pub_sw', 10), ('sec_pub_tb', 10)$$,
+                  $$VALUES ('sec_pub_cron'::text COLLATE "C", 10::numeric), ('sec_pub_sw', 10), ('sec_pub_tb', 10)$$,
                   'an ordinary role granted ''monitor'' reads rl_zones');
 SELECT lives_ok($$SELECT * FROM rl_counters$$, 'an ordinary role granted ''monitor'' reads rl_counters');
 RESET ROLE;
@@ -404,6 +428,9 @@ LANGUAGE sql AS $$
         $s$INSERT INTO ratelimit.token_bucket VALUES ('sec-forged', 1000000, 0, now())$s$,
         'UPDATE ratelimit.token_bucket SET tokens = 1000000',
         'DELETE FROM ratelimit.token_bucket',
+        'SELECT * FROM ratelimit.retired_zone_id',
+        $s$INSERT INTO ratelimit.retired_zone_id VALUES (1000000, 'sec_forged')$s$,
+        'DELETE FROM ratelimit.retired_zone_id',
         'SELECT * FROM ratelimit.zone_id_seq',
         $s$SELECT nextval('ratelimit.zone_id_seq')$s$,
         $s$SELECT setval('ratelimit.zone_id_seq', 1)$s$,
@@ -421,6 +448,7 @@ LANGUAGE sql AS $$
         $s$SELECT ratelimit.unschedule_refill('sec_pub_cron')$s$,
         $s$SELECT ratelimit.cron_plan('1.4', 1, '1 s')$s$,
         $s$SELECT ratelimit.cron_job_name('x')$s$,
+        'SELECT ratelimit.pg_cron_version()',
         'SELECT ratelimit.flush_zone_state(1)',
         $s$SELECT ratelimit.period_micros('1 second')$s$,
         'SELECT ratelimit.drop_refill_jobs()',
@@ -429,11 +457,13 @@ LANGUAGE sql AS $$
         $s$SELECT * FROM ratelimit.members()$s$,
         $s$SELECT ratelimit.change_privileges('GRANT', 'rl_sec_user', 'monitor')$s$,
         $s$SELECT rl_grant('rl_sec_user', 'monitor')$s$,
+        $s$SELECT rl_grant('rl_sec_user', 'refund')$s$,
         $s$SELECT rl_revoke('rl_sec_user')$s$,
         $s$SELECT rl_zone_set('sec_forged', 'token_bucket', 1000000, '1 second')$s$,
         $s$SELECT rl_zone_set('sec_pub_tb', 'token_bucket', 1000000, '1 second')$s$,
         $s$SELECT rl_zone_drop('sec_pub_tb')$s$,
         $s$SELECT rl_reset('sec_pub_tb', 'sec-pub')$s$,
+        $s$SELECT rl_refund('sec_pub_tb', 'sec-pub', 3)$s$,
         'SELECT rl_gc()',
         $s$SELECT rl_gc('sec_pub_tb', '1 second')$s$,
         $s$SELECT rl_cron_enable('sec_pub_cron')$s$,
@@ -487,12 +517,14 @@ SELECT is_empty($$SELECT 1 FROM ratelimit.zone WHERE rate = 1000000 OR zone = 's
                 'no forged or altered zone');
 SELECT is_empty($$SELECT 1 FROM ratelimit.state WHERE key = 'sec-forged' OR tokens >= 1000000$$,
                 'no forged state');
+SELECT is_empty($$SELECT 1 FROM ratelimit.retired_zone_id WHERE zone = 'sec_forged'$$,
+                'no forged retired zone id');
 SELECT results_eq($$SELECT key, allowed FROM ratelimit.history WHERE zone = 'sec_pub_tb' ORDER BY key COLLATE "C"$$,
                   $$VALUES ('sec-hist'::text, true)$$,
                   'the history holds nothing forged');
 SELECT is((SELECT tokens FROM ratelimit.state s JOIN ratelimit.zone z USING (zone_id)
            WHERE z.zone = 'sec_pub_tb' AND s.key = 'sec-pub'), 7::bigint,
-          'the role''s key in sec_pub_tb was neither reset nor refilled');
+          'the role''s key in sec_pub_tb was neither reset, refunded nor refilled');
 SELECT is((SELECT refill_tick FROM ratelimit.zone WHERE zone = 'sec_pub_cron'), NULL::interval,
           'no refill job was enabled for the role');
 SELECT is(current_setting('ratelimit.now_override'), '2026-01-01 00:00:00+00',
@@ -537,10 +569,15 @@ TRUNCATE rl_sec_evil.log;
 -- 6. Every SECURITY DEFINER function, called by the attacker under the
 -- hostile search_path.
 -------------------------------------------------------------------------
--- Counters of a dropped zone exercise counters()'s '(dropped zone N)'.
+-- Counters of a dropped zone exercise counters()'s name of a retired id.
 SELECT rl_zone_set('sec_dropped', 'token_bucket', 10, '1 minute') \gset
 SELECT allowed FROM rl_limit('sec_dropped', 'k') \gset
 SELECT rl_zone_drop('sec_dropped') \gset
+-- A cron zone for the attacker to change: rl_zone_set refuses to create
+-- one here (this database is not cron.database_name), so the superuser
+-- writes the configuration directly, as a restored dump fills the table.
+INSERT INTO ratelimit.zone (zone, algorithm, rate, period, burst, refill)
+VALUES ('sec_cron', 'token_bucket', 60, '1 minute', NULL, 'cron');
 
 SET ROLE rl_sec_attacker;
 SELECT set_config('search_path', :'hostile_path', true) \gset
@@ -551,8 +588,10 @@ INSERT INTO pg_temp.sec_out VALUES
     ('def04 bad refill', pg_temp.sec_try($q$SELECT rl_zone_set('sec_x', 'token_bucket', 10, '1 minute', refill => 'x')$q$)),
     ('def05 alter', pg_temp.sec_try($q$SELECT rl_zone_set('sec_tb', 'token_bucket', 20, '1 minute', burst => 5)$q$)),
     ('def06 calls', pg_temp.sec_try($q$SELECT remaining FROM rl_limit('sec_tb', 'k', 2)$q$)),
-    ('def07 new algorithm', pg_temp.sec_try($q$SELECT rl_zone_set('sec_tb', 'fixed_window', 20, '1 minute')$q$)),
-    ('def08 cron zone', pg_temp.sec_try($q$SELECT rl_zone_set('sec_cron', 'token_bucket', 60, '1 minute', refill => 'cron')$q$)),
+    ('def07a new algorithm', pg_temp.sec_try($q$SELECT rl_zone_set('sec_tb', 'fixed_window', 20, '1 minute')$q$)),
+    ('def07b new algorithm, reset', pg_temp.sec_try($q$SELECT rl_zone_set('sec_tb', 'fixed_window', 20, '1 minute', reset => true)$q$)),
+    ('def07c partial change', pg_temp.sec_try($q$SELECT rl_zone_set('sec_tb', rate => 30)$q$)),
+    ('def08 cron zone', pg_temp.sec_try($q$SELECT rl_zone_set('sec_cron_new', 'token_bucket', 60, '1 minute', refill => 'cron')$q$)),
     ('def09 cron call', pg_temp.sec_try($q$SELECT remaining FROM rl_limit('sec_cron', 'k', 50)$q$)),
     ('def10 cron burst', pg_temp.sec_try($q$SELECT rl_zone_set('sec_cron', 'token_bucket', 60, '1 minute', burst => 100, refill => 'cron')$q$)),
     ('def11 cron_enable', pg_temp.sec_try($q$SELECT rl_cron_enable('sec_cron')$q$)),
@@ -561,11 +600,12 @@ INSERT INTO pg_temp.sec_out VALUES
     ('def14 cron_enable unknown', pg_temp.sec_try($q$SELECT rl_cron_enable('sec_nope')$q$)),
     ('def15 cron_disable', pg_temp.sec_try($q$SELECT rl_cron_disable('sec_cron')$q$)),
     ('def16 cron_disable unknown', pg_temp.sec_try($q$SELECT rl_cron_disable('sec_nope')$q$)),
-    ('def17 cron to inline', pg_temp.sec_try($q$SELECT rl_zone_set('sec_cron', 'token_bucket', 60, '1 minute')$q$)),
+    ('def17a cron to inline', pg_temp.sec_try($q$SELECT rl_zone_set('sec_cron', refill => 'inline')$q$)),
+    ('def17b cron to inline, reset', pg_temp.sec_try($q$SELECT rl_zone_set('sec_cron', refill => 'inline', reset => true)$q$)),
     ('def18 drop', pg_temp.sec_try($q$SELECT rl_zone_drop('sec_tb')$q$)),
     ('def19 drop if exists', pg_temp.sec_try($q$SELECT rl_zone_drop('sec_nope', true)$q$)),
     ('def20 drop unknown', pg_temp.sec_try($q$SELECT rl_zone_drop('sec_nope')$q$)),
-    ('def21 counters', pg_temp.sec_try($q$SELECT count(*) OPERATOR(pg_catalog.>=) 2 FROM rl_counters WHERE zone OPERATOR(pg_catalog.~~) '(dropped zone %)'$q$)),
+    ('def21 counters', pg_temp.sec_try($q$SELECT count(*) OPERATOR(pg_catalog.=) 1 FROM rl_counters WHERE zone OPERATOR(pg_catalog.=) 'sec_dropped'$q$)),
     ('def22 counters direct', pg_temp.sec_try($q$SELECT count(*) FROM ratelimit.counters()$q$)),
     ('def23 keys', pg_temp.sec_try($q$SELECT count(*) FROM rl_keys$q$)),
     ('def24 keys of one zone', pg_temp.sec_try($q$SELECT count(*) FROM rl_keys WHERE zone OPERATOR(pg_catalog.=) 'sec_pub_tb'$q$));
@@ -576,15 +616,20 @@ SELECT results_eq(
     $$SELECT label, got FROM sec_out WHERE label LIKE 'def%' AND label < 'def23' ORDER BY label COLLATE "C"$$,
     format($$VALUES ('def01 create'::text, ''::text), ('def02 name too long', 'ERROR 22001'),
                     ('def03 empty name', 'ERROR 22023'), ('def04 bad refill', 'ERROR 22023'),
-                    ('def05 alter', ''), ('def06 calls', '3'), ('def07 new algorithm', ''),
-                    ('def08 cron zone', ''), ('def09 cron call', '10'), ('def10 cron burst', ''),
+                    ('def05 alter', ''), ('def06 calls', '3'), ('def07a new algorithm', 'ERROR 55000'),
+                    ('def07b new algorithm, reset', ''), ('def07c partial change', ''),
+                    ('def08 cron zone', 'ERROR 55000'), ('def09 cron call', '10'), ('def10 cron burst', ''),
                     ('def11 cron_enable', 'ERROR 55000'), ('def12 cron_enable role', 'ERROR 55000'),
                     ('def13 cron_enable inline', 'ERROR 55000'), ('def14 cron_enable unknown', 'ERROR 42704'),
                     ('def15 cron_disable', 'false'), ('def16 cron_disable unknown', 'ERROR 42704'),
-                    ('def17 cron to inline', ''), ('def18 drop', ''), ('def19 drop if exists', ''),
+                    ('def17a cron to inline', 'ERROR 55000'), ('def17b cron to inline, reset', ''),
+                    ('def18 drop', ''), ('def19 drop if exists', ''),
                     ('def20 drop unknown', 'ERROR 42704'), ('def21 counters', %L),
                     ('def22 counters direct', 'ERROR 42501')$$,
-           CASE WHEN :'shmem_preloaded' THEN 'true' ELSE 'false' END),
+           -- As a superuser reads it under the default search_path (the
+           -- counters' slots may be used up by earlier suites: then
+           -- neither sees the dropped zone).
+           (SELECT (count(*) = 1)::text FROM rl_counters WHERE zone = 'sec_dropped')),
     'every SECURITY DEFINER function gives its documented result under the hostile search_path');
 SELECT results_eq(
     $$SELECT got FROM sec_out WHERE label IN ('def23 keys', 'def24 keys of one zone') ORDER BY label$$,
@@ -594,9 +639,14 @@ SELECT is_empty($$SELECT who, what FROM rl_sec_evil.log$$,
                 'no SECURITY DEFINER function ran any of the attacker''s objects');
 SELECT results_eq(
     $$SELECT zone::text, algorithm, rate, burst, refill, refill_tick FROM ratelimit.zone
-      WHERE zone IN ('sec_tb', 'sec_cron', 'sec_x', '') ORDER BY 1$$,
-    $$VALUES ('sec_cron'::text COLLATE "C", 'token_bucket'::text, 60::bigint, NULL::bigint, 'inline'::text, NULL::interval)$$,
-    'the zones are as the calls left them (sec_tb dropped, sec_cron back to inline)');
+      WHERE zone IN ('sec_tb', 'sec_cron', 'sec_cron_new', 'sec_x', '') ORDER BY 1$$,
+    $$VALUES ('sec_cron'::text COLLATE "C", 'token_bucket'::text, 60::numeric, 100::bigint, 'inline'::text, NULL::interval)$$,
+    'the zones are as the calls left them (sec_tb dropped, no sec_cron_new, sec_cron back to inline, its burst kept)');
+SELECT results_eq(
+    $$SELECT zone::text, count(*) FROM ratelimit.retired_zone_id
+      WHERE zone IN ('sec_tb', 'sec_cron', 'sec_dropped') GROUP BY 1 ORDER BY 1$$,
+    $$VALUES ('sec_cron'::text COLLATE "C", 1::bigint), ('sec_dropped', 1), ('sec_tb', 2)$$,
+    'the retired ids are recorded: sec_tb''s reset and drop, sec_cron''s reset, sec_dropped''s drop');
 SELECT is_empty($$SELECT 1 FROM ratelimit.state s JOIN ratelimit.zone z USING (zone_id) WHERE z.zone = 'sec_cron'$$,
                 'changing the refill mode started sec_cron''s keys afresh');
 SELECT is(has_any_column_privilege('rl_sec_attacker', 'ratelimit.state', 'SELECT, INSERT, UPDATE'), false,
@@ -655,7 +705,10 @@ DECLARE
         'k guard', $q$SELECT rl_http_guard('sec_h_tb', '@k-guard')$q$,
         'l headers', $q$SELECT rl_headers(r) FROM rl_peek('sec_h_tb', '@k-guard') r$q$,
         'm reset', $q$SELECT rl_reset('sec_h_fw', '@k')$q$,
-        'n reset again', $q$SELECT rl_reset('sec_h_fw', '@k')$q$];
+        'n reset again', $q$SELECT rl_reset('sec_h_fw', '@k')$q$,
+        'r multi', $q$SELECT remaining FROM rl_limit(ARRAY['sec_h_tb', 'sec_h_gcra'], '@k-multi', 2)$q$,
+        's multi refused', $q$SELECT allowed FROM rl_limit(ARRAY['sec_h_gcra', 'sec_h_tb'], '@k-multi', 9)$q$,
+        't refund', $q$SELECT remaining FROM rl_refund('sec_h_tb', '@k', 3)$q$];
 BEGIN
     SET LOCAL ROLE rl_sec_attacker;
     FOR i IN 1 .. pg_catalog.array_length(calls, 1) / 2 LOOP
@@ -690,9 +743,10 @@ LANGUAGE sql AS $$
         ('a tb', '7'), ('b tb again', '5'), ('c tb refused', 'false'), ('d peek', '4'),
         ('e sw', '993'), ('f gcra zone', '6'), ('g fixed', '6'), ('h swc', '6'),
         ('i rl_gcra', '11'), ('j token_bucket', '6'), ('k guard', ''),
-        ('l headers', '{"RateLimit-Limit": "10", "RateLimit-Reset": "12", "RateLimit-Remaining": "8"}'),
+        ('l headers', '{"RateLimit": "\"sec_h_tb\";r=8;t=12", "RateLimit-Policy": "\"sec_h_tb\";q=10;w=60"}'),
         ('m reset', 'true'), ('n reset again', 'false'),
-        ('o sw peek', '400'), ('p sw expiry', '699'), ('q reset sw', 'true')) v(label, got)
+        ('o sw peek', '400'), ('p sw expiry', '699'), ('q reset sw', 'true'),
+        ('r multi', '8'), ('s multi refused', 'false'), ('t refund', '8')) v(label, got)
     ORDER BY 1
 $$;
 
@@ -721,9 +775,13 @@ SELECT results_eq(
       FROM ratelimit.history WHERE zone LIKE 'sec\_h\_%' GROUP BY 1, 2 ORDER BY zone COLLATE "C", key COLLATE "C"$$,
     $$VALUES ('sec_h_sw'::text, 'c1'::text, 1::bigint, 0::bigint), ('sec_h_sw', 'c1-long', 601, 0),
              ('sec_h_sw', 'c2', 1, 0), ('sec_h_sw', 'c2-long', 601, 0),
-             ('sec_h_tb', 'c1', 2, 1), ('sec_h_tb', 'c1-guard', 1, 0),
-             ('sec_h_tb', 'c2', 2, 1), ('sec_h_tb', 'c2-guard', 1, 0)$$,
-    'the history recorded every request of both rounds (rl_peek none)');
+             ('sec_h_tb', 'c1', 3, 1), ('sec_h_tb', 'c1-guard', 1, 0), ('sec_h_tb', 'c1-multi', 1, 1),
+             ('sec_h_tb', 'c2', 3, 1), ('sec_h_tb', 'c2-guard', 1, 0), ('sec_h_tb', 'c2-multi', 1, 1)$$,
+    'the history recorded every request of both rounds, the refund as an allowed row (rl_peek none)');
+SELECT results_eq(
+    $$SELECT key, cost FROM ratelimit.history WHERE zone = 'sec_h_tb' AND cost < 0 ORDER BY key COLLATE "C"$$,
+    $$VALUES ('c1'::text, -3), ('c2', -3)$$,
+    'each round''s refund is in the history with a negative cost');
 SELECT is_empty($$SELECT 1 FROM ratelimit.state s JOIN ratelimit.zone z USING (zone_id)
                   WHERE z.zone = 'sec_h_sw' AND s.key LIKE '%-long'$$,
                 'rl_reset removed the sliding window''s head row and every chunk row');
@@ -920,8 +978,12 @@ SELECT skip('ratelimit is not in shared_preload_libraries: no shmem store', 12);
 SELECT to_regnamespace('cron') IS NULL AS no_cron_schema \gset
 \if :no_cron_schema
 SAVEPOINT sec_cron_schema;
-SELECT rl_zone_set('sec_cronz', 'token_bucket', 60, '1 minute', refill => 'cron'),
-       rl_zone_set('sec_cronz2', 'token_bucket', 60, '1 minute', refill => 'cron') \gset
+-- Cron zones without pg_cron: written directly by the superuser, as a
+-- restored dump fills the zone table (rl_zone_set refuses a cron zone no
+-- job could refill).
+INSERT INTO ratelimit.zone (zone, algorithm, rate, period, burst, refill)
+VALUES ('sec_cronz', 'token_bucket', 60, '1 minute', NULL, 'cron'),
+       ('sec_cronz2', 'token_bucket', 60, '1 minute', NULL, 'cron');
 DO $$ BEGIN EXECUTE format('GRANT CREATE ON DATABASE %I TO rl_sec_attacker', current_database()); END $$;
 SET ROLE rl_sec_attacker;
 CREATE SCHEMA cron;
@@ -941,7 +1003,7 @@ $$;
 GRANT USAGE ON SCHEMA cron TO PUBLIC;
 INSERT INTO pg_temp.sec_out VALUES
     ('cron1 disable', pg_temp.sec_try($q$SELECT rl_cron_disable('sec_cronz')$q$)),
-    ('cron2 to inline', pg_temp.sec_try($q$SELECT rl_zone_set('sec_cronz', 'token_bucket', 60, '1 minute')$q$)),
+    ('cron2 to inline', pg_temp.sec_try($q$SELECT rl_zone_set('sec_cronz', refill => 'inline', reset => true)$q$)),
     ('cron3 drop', pg_temp.sec_try($q$SELECT rl_zone_drop('sec_cronz')$q$)),
     ('cron4 enable', pg_temp.sec_try($q$SELECT rl_cron_enable('sec_cronz2')$q$));
 RESET ROLE;

@@ -9,12 +9,14 @@
 -- Needs ratelimit in shared_preload_libraries (the test clusters preload
 -- it).  The shmem store is not transactional: what these calls take stays
 -- taken after the final ROLLBACK, so the keys are this file's own
--- (pgtap-shmem-*) and rl_counters is checked by differences.
+-- (pgtap-shmem-*) and rl_counters is checked by differences.  Last,
+-- rl_counters by zone name (0.5.0), which scripts/test.sh runs first
+-- thing on a fresh server.
 BEGIN;
 SET LOCAL timezone = 'UTC';
 SET LOCAL client_min_messages = warning;
 
-SELECT plan(44);
+SELECT plan(48);
 
 SET LOCAL ratelimit.now_override = '2026-01-01 00:00:00+00';
 CREATE ROLE rl_pgtap_shmem_user NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE;
@@ -187,6 +189,44 @@ SELECT lives_ok($$SELECT * FROM ratelimit.shmem_counters()$$, 'a superuser can c
 SELECT isnt_empty($$SELECT 1 FROM ratelimit.shmem_counters() c JOIN ratelimit.zone z USING (zone_id)
                     WHERE z.zone = 'pgtap_shmem'$$,
                   'ratelimit.shmem_counters() has the zone''s counters under its zone_id');
+
+-------------------------------------------------------------------------
+-- rl_counters counts by zone name (0.5.0).  Here, first thing on a fresh
+-- server: the counters keep a slot per zone id for the server's lifetime
+-- (1024 in all), which the suites that run later use up.
+-------------------------------------------------------------------------
+-- A zone's earlier ids (reset => true, or a drop and a zone of the same
+-- name) add up under its name.
+SELECT rl_zone_set('pgtap_cnt', 'token_bucket', 1, '1 minute') \gset
+SELECT zone_id AS cnt_id1 FROM ratelimit.zone WHERE zone = 'pgtap_cnt' \gset
+SELECT count(rl_limit('pgtap_cnt', 'k')) FROM generate_series(1, 3) \gset
+SELECT rl_zone_set('pgtap_cnt', reset => true) \gset
+SELECT zone_id AS cnt_id2 FROM ratelimit.zone WHERE zone = 'pgtap_cnt' \gset
+SELECT count(rl_limit('pgtap_cnt', 'k')) FROM generate_series(1, 2) \gset
+SELECT rl_zone_drop('pgtap_cnt') \gset
+SELECT rl_zone_set('pgtap_cnt', 'fixed_window', 5, '1 minute', store => 'shmem') \gset
+SELECT count(rl_limit('pgtap_cnt', 'k')) \gset
+SELECT results_eq($$SELECT allowed, refused FROM rl_counters WHERE zone = 'pgtap_cnt'$$,
+                  $$VALUES (3::bigint, 3::bigint)$$,
+                  'one row for a zone reset, then dropped and defined again: its three ids'' counts add up (1 + 1 + 1, 2 + 1)');
+-- An id that no table names any more shows as such, with its own counts.
+DELETE FROM ratelimit.retired_zone_id WHERE zone = 'pgtap_cnt';
+SELECT results_eq(format($$SELECT zone, allowed, refused FROM rl_counters
+                           WHERE zone IN ('pgtap_cnt', '(zone id %s)', '(zone id %s)') ORDER BY zone$$,
+                         :cnt_id1, :cnt_id2),
+                  format($$VALUES ('(zone id %s)'::text, 1::bigint, 2::bigint), ('(zone id %s)', 1, 1), ('pgtap_cnt', 1, 0)$$,
+                         :cnt_id1, :cnt_id2),
+                  'ids no table names show as (zone id N), each with its own counts');
+-- rl_limit(zones text[], ...): each zone counts the call as it went
+-- overall, also a zone that would have admitted it.
+SELECT rl_zone_set('pgtap_cnt_a', 'token_bucket', 2, '1 minute'),
+       rl_zone_set('pgtap_cnt_b', 'token_bucket', 1, '1 minute', store => 'shmem') \gset
+SELECT is(array_agg((rl_limit(ARRAY['pgtap_cnt_a', 'pgtap_cnt_b'], 'k')).allowed ORDER BY n), ARRAY[true, false],
+          'two zones: the first call admitted, the second refused by pgtap_cnt_b')
+FROM generate_series(1, 2) n;
+SELECT results_eq($$SELECT zone, allowed, refused FROM rl_counters WHERE zone LIKE 'pgtap\_cnt\__' ORDER BY zone$$,
+                  $$VALUES ('pgtap_cnt_a'::text, 1::bigint, 1::bigint), ('pgtap_cnt_b', 1, 1)$$,
+                  '... each zone counted one allowed and one refused call (pgtap_cnt_a too, which had room)');
 
 SELECT * FROM finish();
 ROLLBACK;

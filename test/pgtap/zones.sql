@@ -17,7 +17,7 @@ SET LOCAL datestyle = 'ISO, YMD';
 SET LOCAL intervalstyle = 'postgres';
 SET LOCAL client_min_messages = warning;
 
-SELECT plan(242);
+SELECT plan(259);
 
 SET LOCAL ratelimit.now_override = '2026-01-01 00:00:00+00';
 
@@ -30,6 +30,17 @@ BEGIN
     RETURN 'ok';
 EXCEPTION WHEN OTHERS THEN
     RETURN SQLSTATE;
+END $$;
+-- A statement's one value as text, or 'ERROR <sqlstate>' (an error is a
+-- result to compare, not the end of the file); the same care.
+CREATE FUNCTION pg_temp.text_of(statement text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    result text;
+BEGIN
+    EXECUTE statement INTO result;
+    RETURN result;
+EXCEPTION WHEN OTHERS THEN
+    RETURN 'ERROR ' OPERATOR(pg_catalog.||) SQLSTATE;
 END $$;
 
 -------------------------------------------------------------------------
@@ -50,7 +61,7 @@ WHERE e.extname = 'ratelimit' \gset
 
 CREATE ROLE rl_pgtap_zone_attacker NOLOGIN;
 CREATE SCHEMA rl_pgtap_zevil AUTHORIZATION rl_pgtap_zone_attacker;
-GRANT EXECUTE ON FUNCTION rl_zone_set(text, text, bigint, interval, bigint, text, boolean, text, boolean),
+GRANT EXECUTE ON FUNCTION rl_zone_set(text, text, numeric, interval, bigint, text, boolean, text, boolean, boolean),
     rl_zone_drop(text, boolean) TO rl_pgtap_zone_attacker;
 SELECT rl_grant('rl_pgtap_zone_attacker');
 
@@ -114,9 +125,13 @@ SELECT remaining AS sp_r3 FROM rl_limit('sp_tb', 'k1') \gset
 SELECT rl_zone_set('sp_sw', 'sliding_window', 3, '10 seconds');
 SELECT remaining AS sp_r4 FROM rl_sliding_window('sp_sw', 'k1') \gset
 SELECT remaining AS sp_r5 FROM rl_peek('sp_sw', 'k1') \gset
-SELECT rl_headers(r)::text AS sp_headers FROM rl_limit('sp_sw', 'k1') r \gset
+-- (rl_headers in text_of, the call outside it: an error of rl_headers
+-- does not undo the call.)
+SELECT pg_temp.text_of(format('SELECT rl_headers(%L::rl_result)::text', r)) AS sp_headers
+FROM rl_limit('sp_sw', 'k1') r \gset
 SELECT remaining AS sp_r6 FROM rl_gcra('sp-gcra', 15, 30, 60) \gset
-SELECT rl_zone_set('sp_tb', 'fixed_window', 3, '1 minute', history => true);
+SELECT pg_temp.sqlstate_of($$SELECT rl_zone_set('sp_tb', 'fixed_window', 3, '1 minute')$$) AS sp_no_reset \gset
+SELECT rl_zone_set('sp_tb', 'fixed_window', 3, '1 minute', reset => true);
 SELECT remaining AS sp_r7 FROM rl_limit('sp_tb', 'k1') \gset
 SELECT pg_temp.sqlstate_of($$SELECT rl_zone_set(repeat('x', 129), 'token_bucket', 1, '1 s')$$) AS sp_long_name \gset
 SELECT rl_zone_drop('sp_sw');
@@ -141,10 +156,11 @@ SELECT is(:'sp_r2'::bigint, 2::bigint, 'hostile path: the same key again leaves 
 SELECT is(:'sp_r3'::bigint, 1::bigint, 'hostile path: after rl_zone_set altered the rate (capacity 10), the key kept its 2 and leaves 1');
 SELECT is(:'sp_r4'::bigint, 2::bigint, 'hostile path: rl_sliding_window on a new zone of 3 leaves 2');
 SELECT is(:'sp_r5'::bigint, 1::bigint, 'hostile path: rl_peek says 1 would be left');
-SELECT is(:'sp_headers'::text, '{"RateLimit-Limit": "3", "RateLimit-Reset": "10", "RateLimit-Remaining": "1"}',
+SELECT is(:'sp_headers'::text, '{"RateLimit": "\"sp_sw\";r=1;t=10", "RateLimit-Policy": "\"sp_sw\";q=3;w=10"}',
           'hostile path: rl_headers ignores a shadowing ceil(), and the peek took nothing');
 SELECT is(:'sp_r6'::bigint, 15::bigint, 'hostile path: rl_gcra as redis-cell');
-SELECT is(:'sp_r7'::bigint, 2::bigint, 'hostile path: another algorithm starts the key afresh (3 - 1)');
+SELECT is(:'sp_no_reset'::text, '55000', 'hostile path: another algorithm without reset => true is refused');
+SELECT is(:'sp_r7'::bigint, 2::bigint, 'hostile path: another algorithm (reset => true) starts the key afresh (3 - 1), history kept on');
 SELECT is(:'sp_long_name'::text, '22001', 'hostile path: a shadowing octet_length does not let a 129-byte zone name through');
 SELECT is(:'sp_r8'::bigint, 2::bigint, 'hostile path, SPI: a new key of the fixed window leaves 2');
 SELECT is(:'sp_r9'::bigint, 0::bigint, 'hostile path, SPI: cost 2 leaves 0');
@@ -164,7 +180,7 @@ SELECT is_empty($$SELECT * FROM rl_pgtap_zevil.history UNION ALL SELECT * FROM p
 SELECT results_eq(
     $$SELECT zone, algorithm, rate, period, burst, store, history FROM ratelimit.zone
       WHERE zone LIKE 'sp\_%' ORDER BY zone$$,
-    $$VALUES ('sp_tb'::text COLLATE "C", 'fixed_window'::text, 3::bigint, interval '1 minute',
+    $$VALUES ('sp_tb'::text COLLATE "C", 'fixed_window'::text, 3::numeric, interval '1 minute',
               NULL::bigint, 'table'::text, true)$$,
     'ratelimit.zone holds sp_tb as last set; sp_sw and sp_sw2 were dropped');
 SELECT ok((SELECT zone_id > 0 AND created_at <= updated_at FROM ratelimit.zone WHERE zone = 'sp_tb'),
@@ -217,6 +233,13 @@ SELECT lives_ok($$SELECT rl_zone_set('e_sw_max', 'sliding_window', 1000000, '1 h
 SELECT lives_ok($$SELECT rl_zone_set('e_month', 'token_bucket', 1, '1 mon')$$,
                 'a period of a month is accepted');
 
+-- A cron zone with state.  rl_zone_set refuses a cron zone no job could
+-- refill (this database is not cron.database_name): the superuser writes
+-- its configuration directly, as a restored dump fills the zone table.
+INSERT INTO ratelimit.zone (zone, algorithm, rate, period, burst, refill)
+VALUES ('e_cron', 'token_bucket', 10, '1 minute', NULL, 'cron');
+SELECT is((SELECT remaining FROM rl_limit('e_cron', 'seed', 3)), 7::bigint, 'seed: e_cron takes 3 of 10');
+
 CREATE TEMP TABLE z_state ON COMMIT DROP AS SELECT * FROM ratelimit.state;
 CREATE TEMP TABLE z_zone ON COMMIT DROP AS SELECT * FROM ratelimit.zone;
 CREATE TEMP TABLE z_history ON COMMIT DROP AS SELECT * FROM ratelimit.history;
@@ -263,8 +286,11 @@ SELECT throws_ok($$SELECT rl_zone_set('e_new', 'leaky_bucket', 10, '1 minute')$$
                  '22023', 'unknown rate-limit algorithm "leaky_bucket"', 'unknown algorithm: 22023');
 SELECT throws_ok($$SELECT rl_zone_set('e_new', 'Token_Bucket', 10, '1 minute')$$,
                  '22023', 'unknown rate-limit algorithm "Token_Bucket"', 'algorithm names are case-sensitive: 22023');
+-- A new zone needs algorithm, rate and period; every other option has a
+-- default (NULL is "the default" for a new zone, "as it is" for a zone
+-- that exists).
 SELECT throws_ok($$SELECT rl_zone_set('e_new', NULL, 10, '1 minute')$$,
-                 '22004', 'algorithm must not be null', 'NULL algorithm: 22004');
+                 '22004', 'a new zone needs an algorithm, a rate and a period', 'new zone, NULL algorithm: 22004');
 SELECT throws_ok($$SELECT rl_zone_set('e_new', 'token_bucket', 0, '1 minute')$$,
                  '22023', 'rate must be greater than zero', 'rate 0: 22023');
 SELECT throws_ok($$SELECT rl_zone_set('e_new', 'fixed_window', -5, '1 minute')$$,
@@ -272,7 +298,7 @@ SELECT throws_ok($$SELECT rl_zone_set('e_new', 'fixed_window', -5, '1 minute')$$
 SELECT throws_ok($$SELECT rl_zone_set('e_new', 'sliding_window', -9223372036854775808, '1 minute')$$,
                  '22023', 'rate must be greater than zero', 'rate -2^63: 22023');
 SELECT throws_ok($$SELECT rl_zone_set('e_new', 'token_bucket', NULL, '1 minute')$$,
-                 '22004', 'rate must not be null', 'NULL rate: 22004');
+                 '22004', 'a new zone needs an algorithm, a rate and a period', 'new zone, NULL rate: 22004');
 SELECT throws_ok($$SELECT rl_zone_set('e_new', 'sliding_window_counter', 9007199254740993, '1 minute')$$,
                  '22003', 'rate is out of range', 'rate 2^53 + 1: 22003');
 SELECT throws_ok($$SELECT rl_zone_set('e_new', 'token_bucket', 10, '0 s')$$,
@@ -286,7 +312,7 @@ SELECT throws_ok($$SELECT rl_zone_set('e_new', 'fixed_window', 10, '0.0000001 s'
 SELECT throws_ok($$SELECT rl_zone_set('e_new', 'sliding_window', 10, '300 years')$$,
                  '22023', 'period must be greater than zero and at most 285 years', 'period 300 years: 22023');
 SELECT throws_ok($$SELECT rl_zone_set('e_new', 'token_bucket', 10, NULL)$$,
-                 '22004', 'period must not be null', 'NULL period: 22004');
+                 '22004', 'a new zone needs an algorithm, a rate and a period', 'new zone, NULL period: 22004');
 SELECT throws_ok($$SELECT rl_zone_set('e_new', 'fixed_window', 10, '1 minute', burst => 20)$$,
                  '22023', 'burst does not apply to fixed_window', 'burst on fixed_window: 22023');
 SELECT throws_ok($$SELECT rl_zone_set('e_new', 'sliding_window', 10, '1 minute', burst => 20)$$,
@@ -305,10 +331,26 @@ SELECT throws_ok($$SELECT rl_zone_set('e_new', 'sliding_window', 1000001, '1 hou
                  '54000', 'rate 1000001 is too large for an exact sliding window', 'sliding_window rate 1000001: 54000');
 SELECT throws_ok($$SELECT rl_zone_set('e_new', 'token_bucket', 10, '1 minute', store => 'redis')$$,
                  '0A000', 'unknown rate-limit store "redis"', 'unknown store: 0A000');
-SELECT throws_ok($$SELECT rl_zone_set('e_new', 'token_bucket', 10, '1 minute', store => NULL)$$,
-                 '22004', 'store must not be null', 'NULL store: 22004');
-SELECT throws_ok($$SELECT rl_zone_set('e_new', 'token_bucket', 10, '1 minute', history => NULL)$$,
-                 '22004', 'history must not be null', 'NULL history: 22004');
+SELECT throws_ok($$SELECT rl_zone_set('e_new')$$,
+                 '22004', 'a new zone needs an algorithm, a rate and a period', 'new zone named alone: 22004');
+SELECT throws_ok($$SELECT rl_zone_set('e_new', rate => 10, period => '1 minute', store => 'table', history => true)$$,
+                 '22004', 'a new zone needs an algorithm, a rate and a period', 'new zone, options but no algorithm: 22004');
+SELECT throws_ok($$SELECT rl_zone_set('e_new', 'token_bucket', 10, '1 minute', reset => NULL)$$,
+                 '22004', 'reset must not be null', 'reset NULL: 22004');
+-- Fractional rates: at most 6 decimals; the window algorithms count whole
+-- requests per window.
+SELECT throws_ok($$SELECT rl_zone_set('e_new', 'token_bucket', 0.0000001, '1 minute')$$,
+                 '22023', 'rate has more than 6 decimals', 'rate with 7 decimals: 22023');
+SELECT throws_ok($$SELECT rl_zone_set('e_new', 'gcra', 1.0000001, '1 minute')$$,
+                 '22023', 'rate has more than 6 decimals', 'gcra rate with 7 decimals: 22023');
+SELECT throws_ok($$SELECT rl_zone_set('e_new', 'fixed_window', 5.5, '1 second')$$,
+                 '22023', 'a fixed_window zone needs a whole rate', 'fixed_window, rate 5.5: 22023');
+SELECT throws_ok($$SELECT rl_zone_set('e_new', 'sliding_window', 0.5, '1 second')$$,
+                 '22023', 'a sliding_window zone needs a whole rate', 'sliding_window, rate 0.5: 22023');
+SELECT throws_ok($$SELECT rl_zone_set('e_new', 'sliding_window_counter', 2.000001, '1 second')$$,
+                 '22023', 'a sliding_window_counter zone needs a whole rate', 'sliding_window_counter, rate 2.000001: 22023');
+SELECT throws_ok($$SELECT rl_zone_set('e_new', 'token_bucket', 'NaN', '1 minute')$$,
+                 '22023', 'rate must be a finite number', 'rate NaN: 22023');
 SELECT throws_ok($$SELECT rl_zone_set('', 'token_bucket', 10, '1 minute')$$,
                  '22023', 'zone must not be null or empty', 'empty zone name: 22023');
 SELECT throws_ok($$SELECT rl_zone_set(NULL, 'token_bucket', 10, '1 minute')$$,
@@ -326,8 +368,30 @@ SELECT throws_ok($$SELECT rl_zone_set('e_tb', 'fixed_window', 10, '1 minute', bu
                  '22023', 'burst does not apply to fixed_window', 'existing zone, new algorithm with a bad burst: 22023');
 SELECT throws_ok($$SELECT rl_zone_set('e_sw', 'sliding_window', 1000001, '10 seconds')$$,
                  '54000', 'rate 1000001 is too large for an exact sliding window', 'existing sliding_window zone, rate too large: 54000');
-SELECT throws_ok($$SELECT rl_zone_set('e_fw', 'fixed_window', 5, '1 minute', history => NULL)$$,
-                 '22004', 'history must not be null', 'existing zone, NULL history: 22004');
+SELECT throws_ok($$SELECT rl_zone_set('e_fw', rate => 5.5)$$,
+                 '22023', 'a fixed_window zone needs a whole rate', 'existing fixed_window zone, a fractional rate alone: 22023');
+SELECT throws_ok($$SELECT rl_zone_set('e_fw', burst => 5)$$,
+                 '22023', 'burst does not apply to fixed_window', 'existing fixed_window zone, a burst alone: 22023');
+SELECT throws_ok($$SELECT rl_zone_set('e_fw', reset => NULL)$$,
+                 '22004', 'reset must not be null', 'existing zone, reset NULL: 22004');
+-- Another algorithm, store or refill mode cannot read the keys' state:
+-- refused without reset => true (never a silent reset), nothing changes.
+SELECT throws_ok($$SELECT rl_zone_set('e_tb', 'gcra', 10, '1 minute')$$,
+                 '55000', 'changing the algorithm of zone "e_tb" would reset the state of its keys',
+                 'existing zone, another algorithm without reset: 55000');
+SELECT throws_ok($$SELECT rl_zone_set('e_tb', algorithm => 'gcra', rate => 100)$$,
+                 '55000', 'changing the algorithm of zone "e_tb" would reset the state of its keys',
+                 'existing zone, another algorithm and a rate without reset: 55000 (the rate is not applied either)');
+SELECT throws_ok($$SELECT rl_zone_set('e_tb', store => 'shmem')$$,
+                 '55000', NULL::text, 'existing zone, another store without reset: 55000');
+SELECT throws_ok($$SELECT rl_zone_set('e_cron', refill => 'inline')$$,
+                 '55000', 'changing the refill mode of zone "e_cron" would reset the state of its keys',
+                 'existing cron zone, refill inline without reset: 55000');
+SELECT throws_ok($$SELECT rl_zone_set('e_cron', 'gcra', refill => 'inline', store => 'table')$$,
+                 '55000', 'changing the algorithm, store or refill mode of zone "e_cron" would reset the state of its keys',
+                 'existing zone, two of them at once: 55000 naming all three');
+SELECT throws_ok($$SELECT rl_zone_set('e_tb', 'token_bucket', 10, '1 minute', refill => 'cron', reset => true)$$,
+                 '55000', NULL::text, 'existing zone made cron here (no usable pg_cron in this database), even with reset: 55000');
 
 -- Keys: NULL 22004, empty 22023, over 1024 bytes 22001, in every function.
 SELECT throws_ok($$SELECT rl_limit('e_tb', NULL)$$, '22004', 'key must not be null', 'rl_limit, NULL key: 22004');
@@ -445,8 +509,8 @@ SELECT is_empty($$SELECT key FROM ratelimit.state WHERE key IN ('k', 'e-cost', '
 SELECT is_empty($$SELECT zone FROM ratelimit.zone WHERE zone IN ('e_new', '') OR octet_length(zone) > 128$$,
                 'no zone from a failing rl_zone_set');
 SELECT results_eq(
-    $$SELECT zone, (rl_peek(zone, 'seed', 0)).remaining FROM unnest(ARRAY['e_tb', 'e_sw', 'e_fw', 'e_gcra']) AS zone$$,
-    $$VALUES ('e_tb', 16::bigint), ('e_sw', 2), ('e_fw', 4), ('e_gcra', 15)$$,
+    $$SELECT zone, (rl_peek(zone, 'seed', 0)).remaining FROM unnest(ARRAY['e_tb', 'e_sw', 'e_fw', 'e_gcra', 'e_cron']) AS zone$$,
+    $$VALUES ('e_tb', 16::bigint), ('e_sw', 2), ('e_fw', 4), ('e_gcra', 15), ('e_cron', 7)$$,
     'the seed keys hold what the seed calls left');
 SELECT is((SELECT remaining FROM rl_gcra('seed', 15, 30, 60, 0)), 15::bigint,
           'rl_gcra''s seed key holds what its seed call left');
@@ -456,13 +520,13 @@ SELECT is((SELECT remaining FROM rl_gcra('seed', 15, 30, 60, 0)), 15::bigint,
 -------------------------------------------------------------------------
 CREATE ROLE rl_pgtap_zone_user NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE;
 
-SELECT function_privs_are('rl_zone_set', ARRAY['text', 'text', 'bigint', 'interval', 'bigint', 'text', 'boolean', 'text', 'boolean'],
+SELECT function_privs_are('rl_zone_set', ARRAY['text', 'text', 'numeric', 'interval', 'bigint', 'text', 'boolean', 'text', 'boolean', 'boolean'],
                           'rl_pgtap_zone_user', ARRAY[]::text[], 'an ordinary role may not execute rl_zone_set');
 SELECT function_privs_are('rl_zone_drop', ARRAY['text', 'boolean'],
                           'rl_pgtap_zone_user', ARRAY[]::text[], 'an ordinary role may not execute rl_zone_drop');
 SELECT function_privs_are('rl_reset', ARRAY['text', 'text'],
                           'rl_pgtap_zone_user', ARRAY[]::text[], 'an ordinary role may not execute rl_reset');
-SELECT function_privs_are('ratelimit', 'check_zone', ARRAY['text', 'bigint', 'interval', 'bigint', 'text'],
+SELECT function_privs_are('ratelimit', 'check_zone', ARRAY['text', 'numeric', 'interval', 'bigint', 'text'],
                           'rl_pgtap_zone_user', ARRAY[]::text[], 'an ordinary role may not execute ratelimit.check_zone');
 SELECT function_privs_are('ratelimit', 'forget_zone_state', ARRAY['integer'],
                           'rl_pgtap_zone_user', ARRAY[]::text[], 'an ordinary role may not execute ratelimit.forget_zone_state');
@@ -478,7 +542,7 @@ SELECT function_privs_are('rl_peek', ARRAY['text', 'text', 'integer'],
                           'rl_pgtap_zone_user', ARRAY[]::text[], 'without a grant, an ordinary role may not execute rl_peek');
 SELECT function_privs_are('rl_gcra', ARRAY['text', 'integer', 'integer', 'double precision', 'integer'],
                           'rl_pgtap_zone_user', ARRAY[]::text[], 'without a grant, an ordinary role may not execute rl_gcra');
-SELECT function_privs_are('rl_headers', ARRAY['rl_result'],
+SELECT function_privs_are('rl_headers', ARRAY['rl_result', 'boolean'],
                           'rl_pgtap_zone_user', ARRAY['EXECUTE'], 'an ordinary role may execute rl_headers');
 SELECT table_privs_are('ratelimit', 'zone', 'rl_pgtap_zone_user', ARRAY[]::text[],
                        'an ordinary role has no privilege on ratelimit.zone');
@@ -568,7 +632,7 @@ SELECT function_privs_are('rl_gcra', ARRAY['text', 'integer', 'integer', 'double
                           'rl_pgtap_zone_user', ARRAY['EXECUTE'], 'with rl_grant, an ordinary role may execute rl_gcra');
 SELECT table_privs_are('rl_zones', 'rl_pgtap_zone_user', ARRAY['SELECT'],
                        'with rl_grant(..., ''monitor''), an ordinary role may only SELECT from rl_zones');
-SELECT function_privs_are('rl_zone_set', ARRAY['text', 'text', 'bigint', 'interval', 'bigint', 'text', 'boolean', 'text', 'boolean'],
+SELECT function_privs_are('rl_zone_set', ARRAY['text', 'text', 'numeric', 'interval', 'bigint', 'text', 'boolean', 'text', 'boolean', 'boolean'],
                           'rl_pgtap_zone_user', ARRAY[]::text[], 'rl_grant gives no zone management: still no rl_zone_set');
 SET ROLE rl_pgtap_zone_user;
 
@@ -591,11 +655,15 @@ SELECT results_eq($$SELECT allowed, remaining FROM rl_peek('e_fw', 'role-key', 2
 SELECT results_eq($$SELECT allowed, capacity, remaining, reset_after FROM rl_gcra('role-gcra', 15, 30, 60)$$,
                   $$VALUES (true, 16::bigint, 15::bigint, interval '2 s')$$,
                   'the role can call rl_gcra');
-SELECT is((SELECT rl_headers(r) FROM rl_limit('e_fw', 'role-key') r),
-          '{"RateLimit-Limit": "5", "RateLimit-Reset": "60", "RateLimit-Remaining": "4"}'::jsonb,
-          'the role can call rl_headers');
+-- (rl_headers in text_of, the call outside it: an error of rl_headers
+-- does not undo the call.)
+SELECT is(pg_temp.text_of(format('SELECT rl_headers(%L::rl_result)::text', r)),
+          '{"RateLimit": "\"e_fw\";r=4;t=60", "RateLimit-Policy": "\"e_fw\";q=5;w=60"}',
+          'the role can call rl_headers')
+FROM rl_limit('e_fw', 'role-key') r;
 SELECT results_eq($$SELECT zone, algorithm, rate, capacity, history FROM rl_zones WHERE zone LIKE 'e\_%' ORDER BY zone$$,
-                  $$VALUES ('e_fw'::text COLLATE "C", 'fixed_window'::text, 5::bigint, 5::bigint, false),
+                  $$VALUES ('e_cron'::text COLLATE "C", 'token_bucket'::text, 10::numeric, 10::bigint, false),
+                           ('e_fw', 'fixed_window', 5, 5, false),
                            ('e_gcra', 'gcra', 30, 16, false),
                            ('e_month', 'token_bucket', 1, 1, false),
                            ('e_sw', 'sliding_window', 3, 3, true),
@@ -641,22 +709,22 @@ REVOKE USAGE ON SCHEMA ratelimit FROM rl_pgtap_zone_user;
 
 -- A role granted EXECUTE on rl_zone_set (and rl_zone_drop, rl_reset) manages
 -- zones: the functions are SECURITY DEFINER, the tables stay closed to it.
-GRANT EXECUTE ON FUNCTION rl_zone_set(text, text, bigint, interval, bigint, text, boolean, text, boolean)
+GRANT EXECUTE ON FUNCTION rl_zone_set(text, text, numeric, interval, bigint, text, boolean, text, boolean, boolean)
     TO rl_pgtap_zone_user;
 SET ROLE rl_pgtap_zone_user;
 SELECT lives_ok($$SELECT rl_zone_set('u_zone', 'fixed_window', 2, '1 minute', history => true)$$,
                 'a role granted EXECUTE on rl_zone_set creates a zone');
 SELECT results_eq($$SELECT zone, algorithm, rate, history FROM rl_zones WHERE zone = 'u_zone'$$,
-                  $$VALUES ('u_zone'::text COLLATE "C", 'fixed_window'::text, 2::bigint, true)$$,
+                  $$VALUES ('u_zone'::text COLLATE "C", 'fixed_window'::text, 2::numeric, true)$$,
                   'its zone is listed');
 SELECT results_eq($$SELECT allowed, remaining, txn_id IS NOT NULL FROM rl_limit('u_zone', 'k')$$,
                   $$VALUES (true, 1::bigint, true)$$,
                   'and works, with history');
 SELECT lives_ok($$SELECT rl_zone_set('u_zone', 'fixed_window', 5, '1 minute')$$,
-                'it alters the zone');
-SELECT results_eq($$SELECT allowed, remaining, txn_id IS NULL FROM rl_limit('u_zone', 'k')$$,
+                'it alters the zone (history left out)');
+SELECT results_eq($$SELECT allowed, remaining, txn_id IS NOT NULL FROM rl_limit('u_zone', 'k')$$,
                   $$VALUES (true, 3::bigint, true)$$,
-                  'the altered zone keeps the key''s count (2 of 5 used) and records no history');
+                  'the altered zone keeps the key''s count (2 of 5 used), and its history on (left out: kept)');
 SELECT throws_ok($$SELECT rl_zone_drop('u_zone')$$,
                  '42501', 'permission denied for function rl_zone_drop', 'without EXECUTE on rl_zone_drop it cannot drop');
 SELECT throws_ok($$SELECT * FROM ratelimit.zone$$, '42501', 'permission denied for schema ratelimit',
@@ -676,8 +744,8 @@ SELECT is_empty($$SELECT 1 FROM ratelimit.state s WHERE key = 'k' AND NOT EXISTS
                     (SELECT 1 FROM ratelimit.zone z WHERE z.zone_id = s.zone_id)$$,
                 'and its state went with it');
 SELECT results_eq($$SELECT count(*), count(*) FILTER (WHERE txn_id = txid_current()) FROM ratelimit.history WHERE zone = 'u_zone'$$,
-                  $$VALUES (1::bigint, 1::bigint)$$,
-                  'the one request with history on was recorded; history outlives the zone');
+                  $$VALUES (3::bigint, 3::bigint)$$,
+                  'its three requests were recorded; history outlives the zone');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -40,6 +40,30 @@ TEST(CounterIdle, NewKeyStateIsIdleOnlyWhenRecovered)
 	}
 }
 
+// A refund can leave a key full with a later clock than a backend's: at an
+// earlier time it decides at its own time, which a new key would not; idle
+// only where no caller could tell (found by test/fuzz/core_fuzz.cpp: a
+// sliding_window_counter's reset_after differed).
+TEST(CounterIdle, FullKeyWithALaterClockIsNotIdleBeforeIt)
+{
+	for (RlAlgorithm algorithm : kFixedStateAlgorithms)
+	{
+		const RlZoneLimit limit = MakeLimit(algorithm, 10, kMinute);
+		const int64_t t = kT0 + 30 * kSecond;
+		RlCounterState taken{};
+		RlCounterState refunded{};
+		ASSERT_TRUE(rl_counter_take(&limit, nullptr, t, 1, &taken).allowed) << AlgorithmName(algorithm);
+		(void) rl_counter_refund(&limit, &taken, t, 1, &refunded);
+		const int64_t earlier = t - kSecond / 1000;
+		RlCounterState next{};
+		const RlDecision kept = rl_counter_take(&limit, &refunded, earlier, 1, &next);
+		const RlDecision fresh = rl_counter_take(&limit, nullptr, earlier, 1, &next);
+		if (rl_counter_idle(&limit, &refunded, earlier))
+			ExpectSameAnswer(kept, fresh, AlgorithmName(algorithm));
+		EXPECT_TRUE(rl_counter_idle(&limit, &refunded, t + 2 * kMinute)) << AlgorithmName(algorithm);
+	}
+}
+
 TEST(CounterIdle, IdleStateDecidesAsANewKey)
 {
 	std::mt19937_64 rng(20261121);

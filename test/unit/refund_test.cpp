@@ -718,7 +718,8 @@ TEST(CounterRefundModel, NeverMoreThanTheCostNorTheCapacity)
 				const int64_t cost = Chance(rng, 0.1) ? Uniform(rng, limit.capacity, 3 * limit.capacity)
 														: RandomCost(rng, limit);
 				const RlDecision before = key.Peek(now, 0);
-				const bool owed = key.stored && !rl_counter_idle(&limit, &*key.stored, now);
+				// Owed as of the time the refund decides at (a key's clock never goes back).
+				const bool owed = key.stored && !rl_counter_idle(&limit, &*key.stored, std::max(now, before.decided_at_us));
 				const int64_t probe_cost = Uniform(rng, 0, limit.capacity);
 				const bool probe_before = key.Peek(now, probe_cost).allowed;
 				const RlDecision d = key.Refund(now, cost);
