@@ -10,6 +10,45 @@
 #include "base/pg_compat.h"
 #include "decision/algorithms.h"
 
+/* A fixed-size state as the row keeps it, and back. */
+static RlCounterState
+CounterStateOf(const RlStateRow *row)
+{
+	RlCounterState state;
+
+	state.a = row->tokens;
+	state.fraction = row->fraction;
+	state.stamp_us = row->stamp;
+	state.b = row->counter;
+	return state;
+}
+
+static void
+SetCounterRow(const RlZoneLimit *limit, const RlCounterState *state, RlStateRow *row)
+{
+	row->tokens = state->a;
+	row->fraction = state->fraction;
+	row->stamp = state->stamp_us;
+	row->counter = state->b;
+	row->entries = NULL;
+	row->refill_pending = rl_counter_needs_refill(limit, state);
+}
+
+/* The exact sliding window's head row: its header, and what it counts. */
+static void
+SetWindowRow(const RlSlidingWindowState *window, RlStateRow *row)
+{
+	bytea	   *header = palloc(VARHDRSZ + RL_SW_MAX_HEADER_BYTES);
+
+	SET_VARSIZE(header, VARHDRSZ + rl_sw_encode_header(window, (uint8_t *) VARDATA(header)));
+	row->tokens = window->admitted;
+	row->fraction = 0.0;
+	row->stamp = window->stamp_us;
+	row->counter = rl_sw_chunk_count(window);
+	row->entries = header;
+	row->refill_pending = false;
+}
+
 bool
 RlDecideTokenBucket(const RlStateRow *prior, RlStateRow *next, void *arg, RlStateAccess *access)
 {
@@ -47,20 +86,10 @@ RlDecideCounter(const RlStateRow *prior, RlStateRow *next, void *arg, RlStateAcc
 	RlCounterState next_state;
 
 	if (prior != NULL)
-	{
-		prior_state.a = prior->tokens;
-		prior_state.fraction = prior->fraction;
-		prior_state.stamp_us = prior->stamp;
-		prior_state.b = prior->counter;
-	}
+		prior_state = CounterStateOf(prior);
 	call->decision = rl_counter_take(limit, prior != NULL ? &prior_state : NULL,
 									 call->request.now, call->cost, &next_state);
-	next->tokens = next_state.a;
-	next->fraction = next_state.fraction;
-	next->stamp = next_state.stamp_us;
-	next->counter = next_state.b;
-	next->entries = NULL;
-	next->refill_pending = rl_counter_needs_refill(limit, &next_state);
+	SetCounterRow(limit, &next_state, next);
 	return call->decision.state_changed;
 }
 
@@ -87,7 +116,6 @@ RlDecideSlidingWindow(const RlStateRow *prior, RlStateRow *next, void *arg, RlSt
 	RlSwDecision *result = call->window_result;
 	RlSwChunk  *chunks = NULL;
 	int32		loaded = 0;
-	bytea	   *header;
 
 	if (prior == NULL)
 		rl_sw_init(window);
@@ -128,14 +156,7 @@ RlDecideSlidingWindow(const RlStateRow *prior, RlStateRow *next, void *arg, RlSt
 	if (!result->decision.state_changed && !call->holding)
 		return false;
 
-	header = palloc(VARHDRSZ + RL_SW_MAX_HEADER_BYTES);
-	SET_VARSIZE(header, VARHDRSZ + rl_sw_encode_header(window, (uint8_t *) VARDATA(header)));
-	next->tokens = window->admitted;
-	next->fraction = 0.0;
-	next->stamp = window->stamp_us;
-	next->counter = rl_sw_chunk_count(window);
-	next->entries = header;
-	next->refill_pending = false;
+	SetWindowRow(window, next);
 	return true;
 }
 
@@ -153,18 +174,10 @@ RlRefundCounter(const RlStateRow *prior, RlStateRow *next, void *arg, RlStateAcc
 		call->decision = rl_counter_take(limit, NULL, call->request.now, 0, &next_state);
 		return false;
 	}
-	prior_state.a = prior->tokens;
-	prior_state.fraction = prior->fraction;
-	prior_state.stamp_us = prior->stamp;
-	prior_state.b = prior->counter;
+	prior_state = CounterStateOf(prior);
 	call->decision = rl_counter_refund(limit, &prior_state, call->request.now, call->cost,
 									   &next_state);
-	next->tokens = next_state.a;
-	next->fraction = next_state.fraction;
-	next->stamp = next_state.stamp_us;
-	next->counter = next_state.b;
-	next->entries = NULL;
-	next->refill_pending = rl_counter_needs_refill(limit, &next_state);
+	SetCounterRow(limit, &next_state, next);
 	return call->decision.state_changed;
 }
 
@@ -173,7 +186,6 @@ RlRefundSlidingWindow(const RlStateRow *prior, RlStateRow *next, void *arg, RlSt
 {
 	RlCall	   *call = (RlCall *) arg;
 	RlSlidingWindowState *window = call->window;
-	bytea	   *header;
 
 	if (prior == NULL)
 	{
@@ -193,14 +205,7 @@ RlRefundSlidingWindow(const RlStateRow *prior, RlStateRow *next, void *arg, RlSt
 		ReportCorruptState(call);
 	if (!call->decision.state_changed)
 		return false;
-	header = palloc(VARHDRSZ + RL_SW_MAX_HEADER_BYTES);
-	SET_VARSIZE(header, VARHDRSZ + rl_sw_encode_header(window, (uint8_t *) VARDATA(header)));
-	next->tokens = window->admitted;
-	next->fraction = 0.0;
-	next->stamp = window->stamp_us;
-	next->counter = rl_sw_chunk_count(window);
-	next->entries = header;
-	next->refill_pending = false;
+	SetWindowRow(window, next);
 	return true;
 }
 

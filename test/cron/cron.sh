@@ -132,10 +132,15 @@ fi
 rl_check "pg_cron's launcher is connected to $CRONDB" "$CRONDB" "$launcher"
 rl_psql -d "$CRONDB" -c 'CREATE EXTENSION ratelimit' -c "$RL_ERR_OF_SQL" >/dev/null
 rl_psql -d postgres -c "CREATE ROLE $ROLE LOGIN" >/dev/null
-q "SELECT rl_zone_set('zf', 'token_bucket', 10, '1 minute', refill => 'cron')" >/dev/null
 
 # (f) pg_cron preloaded but not installed in the cron database yet.
 rl_check "(f) pg_cron not installed in $CRONDB yet" 0 "$(q "SELECT count(*) FROM pg_extension WHERE extname = 'pg_cron'")"
+rl_check "(f) rl_zone_set(refill => 'cron') before CREATE EXTENSION pg_cron: 55000 at once, with the hint" \
+	"55000 Run CREATE EXTENSION pg_cron." "$(err "SELECT rl_zone_set('zf', 'token_bucket', 10, '1 minute', refill => 'cron')")"
+rl_check "(f) ... and defines no zone" 0 "$(q "SELECT count(*) FROM ratelimit.zone WHERE zone = 'zf'")"
+# A cron zone from before (or from a restored dump): the zone table holds
+# it as this INSERT does, and rl_cron_enable says what is missing.
+q "INSERT INTO ratelimit.zone (zone, algorithm, rate, period, refill) VALUES ('zf', 'token_bucket', 10, '1 minute', 'cron')" >/dev/null
 rl_check "(f) rl_cron_enable before CREATE EXTENSION pg_cron: 55000 with the hint" \
 	"55000 Run CREATE EXTENSION pg_cron." "$(err "SELECT rl_cron_enable('zf')")"
 rl_check "(f) the error message names the database" yes \
@@ -437,8 +442,11 @@ rl_check "(e) ze1 and ze2 have a job each" "1 1" "$(njobs ze1) $(njobs ze2)"
 q "SELECT rl_zone_drop('ze1')" >/dev/null
 rl_check "(e) rl_zone_drop removes the zone's job" 0 "$(njobs ze1)"
 remaining ze2 k 5 >/dev/null
-q "SELECT rl_zone_set('ze2', 'token_bucket', 10, '1 minute', refill => 'inline')" >/dev/null
-rl_check "(e) refill => 'inline' removes the zone's job" 0 "$(njobs ze2)"
+rl_check "(e) refill => 'inline' without reset => true: 55000 (the keys would start afresh)" 55000 \
+	"$(err "SELECT rl_zone_set('ze2', refill => 'inline')" | cut -d' ' -f1)"
+rl_check "(e) ... the job stays" 1 "$(njobs ze2)"
+q "SELECT rl_zone_set('ze2', refill => 'inline', reset => true)" >/dev/null
+rl_check "(e) refill => 'inline', reset => true removes the zone's job" 0 "$(njobs ze2)"
 rl_check "(e) ... refill inline, refill_tick NULL" "inline|null" \
 	"$(q "SELECT refill || '|' || coalesce(refill_tick::text, 'null') FROM ratelimit.zone WHERE zone = 'ze2'")"
 rl_check "(e) ... the zone starts afresh (10 left)" 10 "$(remaining ze2 k 0)"
