@@ -480,8 +480,9 @@ SELECT rl_reset('s_drop', 'k') AS had_state, rl_reset('s_drop', 'k') AS again;
 --   s_hist 1 / 0 (the read-only call raised); t_alter, s_alter 2 / 0;
 --   mv 1 / 0 under each of its three ids (table, shmem, table: the
 --   refused changes decided nothing), counted by its name: 3 / 0; s_drop
---   2 / 1 under its first life and 1 / 0 under its second, the same id:
---   3 / 1.
+--   2 / 1 under its first life, and 1 / 0 under its second: its id,
+--   given back, starts with no counts (as an id of a new CREATE EXTENSION
+--   does, section 12).
 -- No zone of this file has a key evicted or refused for room.
 -------------------------------------------------------------------------
 SELECT zone, allowed, refused, evicted, "full"
@@ -732,3 +733,30 @@ COMMIT;
 SELECT allowed, remaining FROM rl_limit('s_hist', 'rf', 2);
 SELECT allowed, remaining FROM rl_refund('s_hist', 'rf', 1);
 SELECT zone, key, cost, allowed FROM ratelimit.history WHERE zone = 's_hist' AND key = 'rf' ORDER BY cost DESC;
+
+-------------------------------------------------------------------------
+-- 12. A new CREATE EXTENSION starts its zone ids at 1 again: a new zone
+-- with the id of a dropped extension's zone starts with no counts and no
+-- shmem keys of that zone (the counters and the shmem store outlive the
+-- extension, and are keyed by database and zone id).
+-------------------------------------------------------------------------
+-- The id of a shmem zone with keys and counts, before the drop:
+SELECT min(zone_id) AS old_id FROM ratelimit.shmem_keys() WHERE zone_id > 0 \gset
+SELECT z.zone AS old_zone, c.allowed + c.refused > 0 AS counted,
+       (SELECT count(*) > 0 FROM ratelimit.shmem_keys() k WHERE k.zone_id = :old_id) AS has_shmem_keys
+FROM ratelimit.zone z JOIN ratelimit.shmem_counters() c USING (zone_id) WHERE z.zone_id = :old_id;
+-- CASCADE: this file's tables have rl_result columns (its NOTICE lists
+-- them, in an order of no interest here).
+SET client_min_messages = warning;
+DROP EXTENSION ratelimit CASCADE;
+RESET client_min_messages;
+CREATE EXTENSION ratelimit;
+-- The new extension's zone takes that id (the sequence set to it).
+SELECT setval('ratelimit.zone_id_seq', :old_id, false) = :old_id AS id_reused;
+SET ratelimit.now_override = '2026-01-01 00:00:00+00';
+SELECT rl_zone_set('fresh', 'token_bucket', 10, '1 minute', store => 'shmem');
+SELECT zone_id = :old_id AS same_id FROM ratelimit.zone WHERE zone = 'fresh';
+SELECT zone, allowed, refused FROM rl_counters WHERE zone = 'fresh';   -- 0 / 0
+SELECT count(*) AS shmem_keys_of_the_id FROM ratelimit.shmem_keys() WHERE zone_id = :old_id;   -- 0
+SELECT count(rl_limit('fresh', 'k')) FROM generate_series(1, 2);
+SELECT zone, allowed, refused FROM rl_counters WHERE zone = 'fresh';   -- 2 / 0

@@ -71,6 +71,39 @@ RelimitShmemEntries(TriggerData *trigdata)
 	RlRelimitZoneState(RL_STORE_SHMEM, DatumGetInt32(ColumnOf(trigdata, "zone_id", &isnull)), &limit);
 }
 
+/*
+ * A zone id new to the table (a new zone, or a reset one) starts with no
+ * counts and no shmem keys.  An id is never handed out twice in one CREATE
+ * EXTENSION's life, so what is there belongs to a zone of a dropped
+ * extension (whose ids started at 1 too).  Not transactional, as the
+ * counters and the shmem store: a rolled-back INSERT leaves nothing that
+ * any zone uses.
+ */
+static void
+StartIdAfresh(TriggerData *trigdata)
+{
+	TupleDesc	desc = RelationGetDescr(trigdata->tg_relation);
+	int			attnum = SPI_fnumber(desc, "zone_id");
+	bool		isnull;
+	Datum		id;
+
+	if (attnum <= 0)
+		elog(ERROR, "ratelimit.zone has no column \"zone_id\"");
+	if (TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
+		id = heap_getattr(trigdata->tg_trigtuple, attnum, desc, &isnull);
+	else
+	{
+		bool		old_null;
+		Datum		old_id = heap_getattr(trigdata->tg_trigtuple, attnum, desc, &old_null);
+
+		id = heap_getattr(trigdata->tg_newtuple, attnum, desc, &isnull);
+		if (!old_null && !isnull && DatumGetInt32(old_id) == DatumGetInt32(id))
+			return;
+	}
+	if (!isnull)
+		RlStartZoneIdAfresh(DatumGetInt32(id));
+}
+
 /* Trigger on ratelimit.zone: every backend drops its zone cache at commit. */
 Datum
 rl_zone_changed(PG_FUNCTION_ARGS)
@@ -84,6 +117,9 @@ rl_zone_changed(PG_FUNCTION_ARGS)
 	CacheInvalidateRelcacheByRelid(RelationGetRelid(trigdata->tg_relation));
 	if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) && TRIGGER_FIRED_FOR_ROW(trigdata->tg_event))
 		RelimitShmemEntries(trigdata);
+	if (TRIGGER_FIRED_FOR_ROW(trigdata->tg_event) &&
+		(TRIGGER_FIRED_BY_INSERT(trigdata->tg_event) || TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event)))
+		StartIdAfresh(trigdata);
 	return PointerGetDatum(NULL);
 }
 

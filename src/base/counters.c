@@ -103,6 +103,31 @@ RlCount(Oid dbid, int32 zone_id, RlZoneCount what)
 }
 
 void
+RlCountersStartAfresh(Oid dbid, int32 zone_id)
+{
+	uint64		tag = CounterTag(dbid, zone_id);
+	uint32		start;
+
+	if (counters == NULL)
+		return;
+	start = (uint32) (hash_bytes_uint32((uint32) zone_id) ^ dbid) % RL_COUNTER_SLOTS;
+	for (uint32 probe = 0; probe < RL_COUNTER_SLOTS; probe++)
+	{
+		ZoneCounters *slot = &counters->zones[(start + probe) % RL_COUNTER_SLOTS];
+		uint64		seen = pg_atomic_read_u64(&slot->tag);
+
+		if (seen == 0)
+			return;				/* never counted */
+		if (seen == tag)
+		{
+			for (int what = 0; what < RL_ZONE_COUNTS; what++)
+				pg_atomic_write_u64(&slot->counts[what], 0);
+			return;
+		}
+	}
+}
+
+void
 RlCountDecision(int32 zone_id, bool allowed)
 {
 	RlCount(MyDatabaseId, zone_id, allowed ? RL_COUNT_ALLOWED : RL_COUNT_REFUSED);

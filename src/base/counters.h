@@ -19,6 +19,12 @@ typedef enum RlZoneCount
 /* Counts one event of a zone of a database (nothing when not preloaded). */
 extern void RlCount(Oid dbid, int32 zone_id, RlZoneCount what);
 
+/*
+ * A zone id comes into use: counts left under it (by a zone of an earlier
+ * CREATE EXTENSION in this database, whose ids started at 1 too) go.
+ */
+extern void RlCountersStartAfresh(Oid dbid, int32 zone_id);
+
 /* Counts a decision of a zone of this database. */
 extern void RlCountDecision(int32 zone_id, bool allowed);
 

@@ -531,6 +531,14 @@ RlForgetZoneState(int32 zone_id)
 }
 
 void
+RlStartZoneIdAfresh(int32 zone_id)
+{
+	RlCountersStartAfresh(MyDatabaseId, zone_id);
+	/* The table store's rows went with the dropped extension's table. */
+	RlStoreOf(RL_STORE_SHMEM)->forget_zone(zone_id);
+}
+
+void
 RlRelimitZoneState(RlStoreKind store, int32 zone_id, const RlZoneLimit *limit)
 {
 	RlStoreOf(store)->relimit_zone(zone_id, limit);

@@ -78,6 +78,12 @@ extern bool RlForget(RlCall *call, const char *function);
 /* A zone was dropped: every store forgets its keys. */
 extern void RlForgetZoneState(int32 zone_id);
 
+/*
+ * A zone id comes into use: what a dropped extension's zone of that id left
+ * in shared memory (counts, shmem keys) goes.  Not transactional.
+ */
+extern void RlStartZoneIdAfresh(int32 zone_id);
+
 /* A zone's limit changed: the store keeping its keys judges them by it. */
 extern void RlRelimitZoneState(RlStoreKind store, int32 zone_id, const RlZoneLimit *limit);
 
