@@ -12,8 +12,6 @@ SET timezone = 'UTC';
 SET datestyle = 'ISO, YMD';
 SET intervalstyle = 'postgres';
 SET ratelimit.now_override = '2026-05-01 00:00:00+00';
--- rl_counters from here (regress.counted: see sql/setup.sql).
-SELECT regress.count_from_here() IS NOT NULL AS counted_from_here;
 -- Sets the test clock to 2026-05-01 00:00:00 plus us microseconds.
 CREATE FUNCTION pg_temp.at(us bigint) RETURNS text LANGUAGE sql AS $$
     SELECT set_config('ratelimit.now_override',

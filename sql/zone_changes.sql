@@ -240,12 +240,11 @@ FROM ratelimit.retired_zone_id WHERE zone LIKE 'zc\_%' GROUP BY zone ORDER BY zo
 -------------------------------------------------------------------------
 -- 6. rl_counters counts by zone name: the counts of a zone's earlier ids
 -- (a reset, a drop and a new zone of the same name) add up in one row.
--- (Counted from here: regress.counted, see sql/setup.sql.)
+-- (regress.counted: see sql/setup.sql.)
 --   zc_cnt first id: 2 allowed, 1 refused; after the reset: 1 allowed;
 --   dropped and created again: 1 allowed, 1 refused.  In all 4 / 2.
 -------------------------------------------------------------------------
 SET ratelimit.now_override = '2026-03-01 02:00:00+00';
-SELECT regress.count_from_here() IS NOT NULL AS counted_from_here;
 SELECT rl_zone_set('zc_cnt', 'fixed_window', 2, '1 hour');
 SELECT pg_temp.zone_id('zc_cnt') AS cnt_id1 \gset
 SELECT count(*) FILTER (WHERE (r).allowed) AS allowed, count(*) FILTER (WHERE NOT (r).allowed) AS refused
