@@ -203,6 +203,16 @@ rl_cluster_stop() {
 	rl_cluster_ctl stop -m fast -w >/dev/null 2>&1 || rl_cluster_ctl stop -m immediate -w >/dev/null 2>&1 || true
 }
 
+# rl_clusters_stop NAME...: stops each cluster NAME (scripts that run
+# several, on exit).
+rl_clusters_stop() {
+	local name
+	for name in "$@"; do
+		rl_cluster_use "$name"
+		rl_cluster_stop
+	done
+}
+
 # rl_wait_answering [DB]: prints yes once the cluster answers in DB
 # (default postgres) within 60 s (e.g. after a crash restart), else no.
 rl_wait_answering() {

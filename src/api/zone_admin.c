@@ -27,15 +27,15 @@ Datum
 rl_check_zone(PG_FUNCTION_ARGS)
 {
 	RlZoneLimit limit;
+	const char *store = PG_ARGISNULL(4) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(4));
 
 	RlCheckZoneDefinition(PG_ARGISNULL(0) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(0)),
 						PG_ARGISNULL(1) ? NULL : PG_GETARG_NUMERIC(1),
 						PG_ARGISNULL(2) ? NULL : PG_GETARG_INTERVAL_P(2),
 						PG_ARGISNULL(3), PG_ARGISNULL(3) ? 0 : PG_GETARG_INT64(3),
-						PG_ARGISNULL(4) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(4)),
-						&limit);
+						store, &limit);
 	/* A zone that every call would fail on is refused now, not at its first call. */
-	if (strcmp(text_to_cstring(PG_GETARG_TEXT_PP(4)), "shmem") == 0)
+	if (strcmp(store, "shmem") == 0)
 		RlRequireShmemStore();
 	PG_RETURN_VOID();
 }

@@ -160,6 +160,19 @@ RlDecideSlidingWindow(const RlStateRow *prior, RlStateRow *next, void *arg, RlSt
 	return true;
 }
 
+/* What a call of cost 0 sees on prior (next: its state); the call's cost stays. */
+static bool
+DecideAtCostZero(RlCall *call, const RlStateRow *prior, RlStateRow *next, RlStateAccess *access)
+{
+	int64		cost = call->cost;
+	bool		changed;
+
+	call->cost = 0;
+	changed = call->algorithm(prior, next, call, access);
+	call->cost = cost;
+	return changed;
+}
+
 bool
 RlRefundCounter(const RlStateRow *prior, RlStateRow *next, void *arg, RlStateAccess *access)
 {
@@ -168,10 +181,10 @@ RlRefundCounter(const RlStateRow *prior, RlStateRow *next, void *arg, RlStateAcc
 	RlCounterState prior_state;
 	RlCounterState next_state;
 
+	/* A key never seen is full: nothing to give back. */
 	if (prior == NULL)
 	{
-		/* A key never seen is full: what a call of cost 0 sees. */
-		call->decision = rl_counter_take(limit, NULL, call->request.now, 0, &next_state);
+		(void) DecideAtCostZero(call, NULL, next, access);
 		return false;
 	}
 	prior_state = CounterStateOf(prior);
@@ -187,13 +200,10 @@ RlRefundSlidingWindow(const RlStateRow *prior, RlStateRow *next, void *arg, RlSt
 	RlCall	   *call = (RlCall *) arg;
 	RlSlidingWindowState *window = call->window;
 
+	/* A key never seen is full: nothing to give back. */
 	if (prior == NULL)
 	{
-		int64		cost = call->cost;
-
-		call->cost = 0;
-		(void) RlDecideSlidingWindow(NULL, next, arg, access);
-		call->cost = cost;
+		(void) DecideAtCostZero(call, NULL, next, access);
 		return false;
 	}
 	if (prior->entries == NULL ||
@@ -214,16 +224,13 @@ RlHoldKey(const RlStateRow *prior, RlStateRow *next, void *arg, RlStateAccess *a
 {
 	RlCall	   *call = (RlCall *) arg;
 	RlDecision	decision = call->decision;
-	int64		cost = call->cost;
 
 	if (prior != NULL)
 		return false;
 	/* A call of cost 0 on a key never seen: its next state is that key's. */
-	call->cost = 0;
 	call->holding = true;
-	(void) call->algorithm(NULL, next, arg, access);
+	(void) DecideAtCostZero(call, NULL, next, access);
 	call->holding = false;
-	call->cost = cost;
 	call->decision = decision;
 	return true;
 }

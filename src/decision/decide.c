@@ -21,13 +21,19 @@
 #include "decision/decide.h"
 
 static void
-CheckCost(const RlCall *call)
+RequireCostNotNegative(const RlCall *call)
 {
 	if (call->cost < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("cost must not be negative"),
 				 errdetail("cost is " INT64_FORMAT ".", call->cost)));
+}
+
+static void
+CheckCost(const RlCall *call)
+{
+	RequireCostNotNegative(call);
 	if (!rl_zone_cost_valid(&call->request.limit.zone, call->cost))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -96,20 +102,22 @@ IsSlidingWindow(const RlCall *call)
 		call->request.limit.zone.algorithm == RL_ALGORITHM_SLIDING_WINDOW;
 }
 
-/* The callback that runs the call's algorithm on a row. */
+/* The callback that runs the call's algorithm on a row (kept in the call). */
 static RlDecideFn
 AlgorithmOf(RlCall *call)
 {
 	if (call->request.limit.is_bucket)
-		return RlDecideTokenBucket;
-	if (IsSlidingWindow(call))
+		call->algorithm = RlDecideTokenBucket;
+	else if (IsSlidingWindow(call))
 	{
 		call->window = palloc(sizeof(RlSlidingWindowState));
 		call->window_result = palloc(sizeof(RlSwDecision));
 		call->request.lock_first = true;
-		return RlDecideSlidingWindow;
+		call->algorithm = RlDecideSlidingWindow;
 	}
-	return RlDecideCounter;
+	else
+		call->algorithm = RlDecideCounter;
+	return call->algorithm;
 }
 
 /* A write to a table in a read-only transaction fails here, naming why. */
@@ -180,7 +188,6 @@ RlTake(RlCall *call, const char *function)
 
 	RequireWritable(call, store, function);
 	algorithm = AlgorithmOf(call);
-	call->algorithm = algorithm;
 	call->request.now = RlNow();
 	if (store->update(&call->request, algorithm, call) == RL_STORE_NO_ROOM)
 		store->no_room(&call->decision, call->what);
@@ -199,12 +206,9 @@ RlRefund(RlCall *call, const char *function)
 	RlDecideFn	refund;
 
 	RequireWritable(call, store, function);
-	if (call->cost < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("cost must not be negative"),
-				 errdetail("cost is " INT64_FORMAT ".", call->cost)));
-	(void) AlgorithmOf(call);	/* allocates the sliding window's state */
+	/* Above the capacity is fine: a refund never gives back more than that. */
+	RequireCostNotNegative(call);
+	(void) AlgorithmOf(call);	/* the refund runs it for a key without state */
 	refund = IsSlidingWindow(call) ? RlRefundSlidingWindow : RlRefundCounter;
 	call->request.now = RlNow();
 	/* A refund never needs room: a key without state has nothing to get back. */
@@ -228,11 +232,9 @@ typedef struct StoreShare
 {
 	const RlStore *store;
 	int			n;
-	RlCall	  **calls;
+	RlCall	  **calls;			/* the decide callback's args */
 	RlStoreCall **requests;
-	void	  **args;
-	RlDecideFn *decide;
-	RlStoreOutcome *outcomes;
+	RlStoreOutcome *outcomes;	/* zeroed: RL_STORE_DECIDED until told */
 } StoreShare;
 
 typedef struct Together
@@ -241,7 +243,6 @@ typedef struct Together
 	int			ncalls;
 	StoreShare	outer;			/* held and decided first: the table store's keys */
 	StoreShare	inner;			/* decided inside outer's admit: the shmem store's */
-	bool		inner_no_room;
 } Together;
 
 /* Every zone decided so far admits (a shadow zone's refusal lets it through). */
@@ -265,26 +266,6 @@ AdmitAll(void *arg)
 	return DecidedAdmit((const Together *) arg);
 }
 
-/* The outer store's admit: its own zones, then the inner store's as one. */
-static bool
-AdmitOuterThenInner(void *arg)
-{
-	Together   *together = (Together *) arg;
-	StoreShare *inner = &together->inner;
-
-	if (!DecidedAdmit(together))
-		return false;
-	if (inner->n == 0)
-		return true;
-	if (inner->store->update_together(inner->requests, inner->args, inner->n, inner->decide,
-									  RlHoldKey, AdmitAll, together, inner->outcomes))
-		return true;
-	for (int i = 0; i < inner->n; i++)
-		if (inner->outcomes[i] == RL_STORE_NO_ROOM)
-			together->inner_no_room = true;
-	return false;
-}
-
 /* Runs the zone's algorithm and notes that it ran. */
 static bool
 DecideAndNote(const RlStateRow *prior, RlStateRow *next, void *arg, RlStateAccess *access)
@@ -296,15 +277,43 @@ DecideAndNote(const RlStateRow *prior, RlStateRow *next, void *arg, RlStateAcces
 	return changed;
 }
 
+/* Holds and decides a store's share together; admit says whether it stands. */
+static bool
+DecideShare(StoreShare *share, RlAdmitFn admit, Together *together)
+{
+	return share->store->update_together(share->requests, (void **) share->calls, share->n,
+										 DecideAndNote, RlHoldKey, admit, together,
+										 share->outcomes);
+}
+
+/* The outer store's admit: its own zones, then the inner store's as one. */
+static bool
+AdmitOuterThenInner(void *arg)
+{
+	Together   *together = (Together *) arg;
+
+	if (!DecidedAdmit(together))
+		return false;
+	return together->inner.n == 0 || DecideShare(&together->inner, AdmitAll, together);
+}
+
+/* Whether a key of the share found no room to be held. */
+static bool
+ShareFoundNoRoom(const StoreShare *share)
+{
+	for (int i = 0; i < share->n; i++)
+		if (share->outcomes[i] == RL_STORE_NO_ROOM)
+			return true;
+	return false;
+}
+
 static void
 ShareCalls(StoreShare *share, RlCall *calls, int ncalls, bool tables)
 {
 	share->n = 0;
 	share->calls = palloc(sizeof(RlCall *) * ncalls);
 	share->requests = palloc(sizeof(RlStoreCall *) * ncalls);
-	share->args = palloc(sizeof(void *) * ncalls);
-	share->decide = palloc(sizeof(RlDecideFn) * ncalls);
-	share->outcomes = palloc(sizeof(RlStoreOutcome) * ncalls);
+	share->outcomes = palloc0(sizeof(RlStoreOutcome) * ncalls);
 	for (int i = 0; i < ncalls; i++)
 	{
 		RlCall	   *call = &calls[i];
@@ -314,8 +323,6 @@ ShareCalls(StoreShare *share, RlCall *calls, int ncalls, bool tables)
 		share->store = call->located_in;
 		share->calls[share->n] = call;
 		share->requests[share->n] = &call->request;
-		share->args[share->n] = call;
-		share->decide[share->n] = DecideAndNote;
 		share->n++;
 	}
 }
@@ -393,7 +400,7 @@ RlTakeTogether(RlCall *calls, int ncalls, const char *function)
 
 		(void) LocatedStore(call);
 		RequireWritable(call, call->located_in, function);
-		call->algorithm = AlgorithmOf(call);
+		(void) AlgorithmOf(call);
 		call->request.now = now;	/* one instant for every zone */
 	}
 	together.calls = calls;
@@ -402,7 +409,6 @@ RlTakeTogether(RlCall *calls, int ncalls, const char *function)
 	{
 		ShareCalls(&together.outer, calls, ncalls, true);
 		ShareCalls(&together.inner, calls, ncalls, false);
-		together.inner_no_room = false;
 		for (int i = 0; i < ncalls; i++)
 			calls[i].decided = false;
 		if (together.outer.n == 0 && together.inner.n == 0)
@@ -410,25 +416,11 @@ RlTakeTogether(RlCall *calls, int ncalls, const char *function)
 			admitted = true;	/* every key found no room and was let through */
 			break;
 		}
-		if (together.outer.n > 0)
-			admitted = together.outer.store->update_together(together.outer.requests,
-															 together.outer.args, together.outer.n,
-															 together.outer.decide, RlHoldKey,
-															 AdmitOuterThenInner, &together,
-															 together.outer.outcomes);
-		else
-		{
-			/* Only shmem zones: their store's share is the whole call. */
-			admitted = together.inner.store->update_together(together.inner.requests,
-															 together.inner.args, together.inner.n,
-															 together.inner.decide, RlHoldKey,
-															 AdmitAll, &together,
-															 together.inner.outcomes);
-			for (int i = 0; i < together.inner.n; i++)
-				if (together.inner.outcomes[i] == RL_STORE_NO_ROOM)
-					together.inner_no_room = true;
-		}
-		if (!together.inner_no_room)
+		/* Without table zones, the shmem store's share is the whole call. */
+		admitted = together.outer.n > 0
+			? DecideShare(&together.outer, AdmitOuterThenInner, &together)
+			: DecideShare(&together.inner, AdmitAll, &together);
+		if (!ShareFoundNoRoom(&together.inner))
 			break;
 		/*
 		 * A key found no room: the full policy says what its call gets.
@@ -484,10 +476,9 @@ decided:
 			calls[chosen].recorded = true;
 			calls[chosen].txn_id = calls[i].txn_id;
 		}
+	/* A refused call had a zone whose limit refused: would_allow is false. */
 	calls[chosen].would_allow = would_allow;
 	calls[chosen].decision.allowed = admitted;
-	if (!admitted)
-		calls[chosen].would_allow = false;
 	return chosen;
 }
 
@@ -498,7 +489,6 @@ RlPeek(RlCall *call)
 	RlDecideFn	algorithm;
 
 	algorithm = AlgorithmOf(call);
-	call->algorithm = algorithm;
 	call->request.now = RlNow();
 	store->read(&call->request, algorithm, call);
 	/* Nothing was taken. */

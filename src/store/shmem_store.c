@@ -145,6 +145,24 @@ ShmemLocate(RlStoreCall *call)
 	}
 }
 
+/* The entry of key in the set at index, which the caller holds locked. */
+static ShmemEntry *
+FindLocked(ShmemSet *set, uint32 index, const ShmemKey *key)
+{
+	int			way = FindInSet(set, key);
+
+	if (way >= 0)
+		return &set->entries[way];
+	if (rl_overflow_heads[index] != 0)
+	{
+		WayRef	   *link = RlFindInChain(index, key);
+
+		if (link != NULL)
+			return ForeignEntry(*link);
+	}
+	return NULL;
+}
+
 /*
  * Runs decide on the key's state under its set's lock and stores the result
  * (unless peek).  decide must neither raise errors nor read parts: the
@@ -166,25 +184,14 @@ ShmemDecide(RlStoreCall *call, RlDecideFn decide, void *arg, bool peek)
 	bool		need_room = false;
 	bool		need_foreign_way = false;
 	WayRef		reserved = 0;	/* a way lent by another set, not linked yet */
-	int			index;
 
 	RlRequireShmemStore();
 	MakeShmemKey(key, call->located_hash, &skey);
 
 retry:
 	set = LockKeySet(skey.hash_high, &set_index);
-	found = NULL;
 	/* decide neither raises nor allocates for the algorithms this store takes. */
-	index = FindInSet(set, &skey);
-	if (index >= 0)
-		found = &set->entries[index];
-	else if (rl_overflow_heads[set_index] != 0)
-	{
-		WayRef	   *link = RlFindInChain(set_index, &skey);
-
-		if (link != NULL)
-			found = ForeignEntry(*link);
-	}
+	found = FindLocked(set, set_index, &skey);
 	if (found != NULL)
 	{
 		RlStateRow	current;
@@ -255,24 +262,6 @@ retry:
 	return outcome;
 }
 
-/* The entry of key in the set at index, which the caller holds locked. */
-static ShmemEntry *
-FindLocked(ShmemSet *set, uint32 index, const ShmemKey *key)
-{
-	int			way = FindInSet(set, key);
-
-	if (way >= 0)
-		return &set->entries[way];
-	if (rl_overflow_heads[index] != 0)
-	{
-		WayRef	   *link = RlFindInChain(index, key);
-
-		if (link != NULL)
-			return ForeignEntry(*link);
-	}
-	return NULL;
-}
-
 static int
 CompareSetIndexes(const void *a, const void *b)
 {
@@ -292,7 +281,7 @@ CompareSetIndexes(const void *a, const void *b)
  * between the two steps sends us round again.
  */
 static bool
-ShmemUpdateTogether(RlStoreCall **calls, void **args, int n, RlDecideFn *decide,
+ShmemUpdateTogether(RlStoreCall **calls, void **args, int n, RlDecideFn decide,
 					RlDecideFn hold, RlAdmitFn admit, void *admit_arg,
 					RlStoreOutcome *outcomes)
 {
@@ -364,7 +353,7 @@ ShmemUpdateTogether(RlStoreCall **calls, void **args, int n, RlDecideFn *decide,
 			RlStateRow	current;
 
 			EntryRow(entries[i], &current);
-			changed[i] = decide[i](&current, &next[i], args[i], NULL);
+			changed[i] = decide(&current, &next[i], args[i], NULL);
 		}
 		admitted = admit(admit_arg);
 		if (admitted)

@@ -130,12 +130,12 @@ typedef struct RlStore
 	 * Decides n keys as one (rl_limit over several zones).  First each key
 	 * is held: a key without state is stored as hold makes it (the state of
 	 * a key never seen, which decides as no state does).  Then, with every
-	 * key held at once, decide runs on each, and the new states are kept
-	 * only if admit returns true; returns what admit said.  A key that
+	 * key held at once, decide runs on each (args[i] its arg), and the new
+	 * states are kept only if admit returns true; returns what admit said.  A key that
 	 * found no room to be held gets outcomes[i] = RL_STORE_NO_ROOM and
 	 * nothing is decided (returns false).
 	 */
-	bool		(*update_together) (RlStoreCall **calls, void **args, int n, RlDecideFn *decide,
+	bool		(*update_together) (RlStoreCall **calls, void **args, int n, RlDecideFn decide,
 									RlDecideFn hold, RlAdmitFn admit, void *admit_arg,
 									RlStoreOutcome *outcomes);
 

@@ -134,7 +134,7 @@ TableUpdate(const RlRowOps *rows, RlStoreCall *call, RlDecideFn decide, void *ar
  */
 static bool
 TableUpdateTogether(const RlRowOps *rows, RlStoreCall **calls, void **args, int n,
-					RlDecideFn *decide, RlDecideFn hold, RlAdmitFn admit, void *admit_arg,
+					RlDecideFn decide, RlDecideFn hold, RlAdmitFn admit, void *admit_arg,
 					RlStoreOutcome *outcomes)
 {
 	CachedState **entries = palloc(sizeof(CachedState *) * n);
@@ -158,7 +158,7 @@ TableUpdateTogether(const RlRowOps *rows, RlStoreCall **calls, void **args, int 
 		TableAccess access;
 
 		InitAccess(&access, &calls[i]->key, rows, NULL);
-		changed[i] = decide[i](&entries[i]->row, &next[i], args[i], &access.access);
+		changed[i] = decide(&entries[i]->row, &next[i], args[i], &access.access);
 		CloseAccess(&access);
 	}
 	if (!admit(admit_arg))
@@ -262,7 +262,7 @@ rows##Update(RlStoreCall *call, RlDecideFn decide, void *arg) \
 	return TableUpdate(&rows, call, decide, arg); \
 } \
 static bool \
-rows##UpdateTogether(RlStoreCall **calls, void **args, int n, RlDecideFn *decide, \
+rows##UpdateTogether(RlStoreCall **calls, void **args, int n, RlDecideFn decide, \
 					 RlDecideFn hold, RlAdmitFn admit, void *admit_arg, \
 					 RlStoreOutcome *outcomes) \
 { \

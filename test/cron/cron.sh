@@ -29,15 +29,7 @@
 set -uo pipefail
 source "$(dirname "$0")/../../scripts/lib.sh"
 
-CLUSTERS=(cronint cronintnopre)
-cleanup() {
-	local c
-	for c in "${CLUSTERS[@]}"; do
-		rl_cluster_use "$c"
-		rl_cluster_stop
-	done
-}
-trap cleanup EXIT
+trap 'rl_clusters_stop cronint cronintnopre' EXIT
 
 CRONDB=rl_cron
 DB=$CRONDB

@@ -26,15 +26,7 @@
 set -uo pipefail
 source "$(dirname "$0")/../../scripts/lib.sh"
 
-CLUSTERS=(zsetnoshm zsetnocron)
-cleanup() {
-	local c
-	for c in "${CLUSTERS[@]}"; do
-		rl_cluster_use "$c"
-		rl_cluster_stop
-	done
-}
-trap cleanup EXIT
+trap 'rl_clusters_stop zsetnoshm zsetnocron' EXIT
 
 DB=rl_zones_setup
 CLOCK='2026-01-01 00:00:00+00'
