@@ -49,6 +49,12 @@
 #   zones       test/zones/setup_errors.sh  zones refused when defined:
 #                                    shmem without the preload, cron
 #                                    without pg_cron (own clusters)
+#   citus       test/citus/citus.sh  a Citus coordinator and two workers:
+#                                    the README's recipe, routing, zone
+#                                    changes, shmem keys, monitoring,
+#                                    concurrency; skipped (never counted as
+#                                    passed) where Citus is not installed
+#                                    in the server under test
 #   multi-zone  test/load/multi_zone.sh  pgbench on rl_limit(zones[]): none
 #                                    charged when one refuses, no deadlock;
 #                                    both stores, mixed (own cluster)
@@ -271,6 +277,8 @@ echo "---- zones refused when defined: no preload, no pg_cron (once, own cluster
 run_tap_script "zones (setup errors)" "$RESULTS/zones-setup.log" bash test/zones/setup_errors.sh
 echo "---- several zones in one call under load, both stores (once, own cluster)"
 run_tap_script "load, multi-zone" "$RESULTS/load-multi-zone.log" bash test/load/multi_zone.sh
+echo "---- Citus: coordinator + 2 workers, the README recipe (once, own clusters; skipped without Citus)"
+run_tap_script "citus" "$RESULTS/citus.log" bash test/citus/citus.sh
 echo "---- the README's SQL examples, as written (once, own cluster)"
 run_tap_script "readme examples" "$RESULTS/readme.log" bash test/readme/check.sh
 echo "---- sqlsmith over the SQL API (once, own cluster)"

@@ -22,26 +22,68 @@ DROP EXTENSION ratelimit;
 CREATE EXTENSION ratelimit;
 SELECT relpersistence FROM pg_class WHERE oid = 'ratelimit.state'::regclass;
 
--- 2. Citus: a distributed state table is an empty shell locally, so the
---    planner-free path must not be used; auto takes SPI.  Citus's catalog is
---    faked: an extension row named citus and pg_dist_partition.
+-- 2. Citus: a distributed state table is an empty shell locally and the
+--    rows live in shards.  A key whose shard is placed on this node takes
+--    the planner-free path on that shard; any other key takes SPI (Citus
+--    routes it).  Citus's catalog is faked: an extension row named citus,
+--    pg_dist_partition/shard/placement/local_group and shard_name(), with
+--    two shards: hashes below 0 in ratelimit.state_1 here, the rest
+--    placed on another node (group 2).
+-- Without Citus, rl_citus_setup() says what is missing.
+SELECT rl_citus_setup();
 SET allow_system_table_mods = on;
-CREATE TABLE pg_catalog.pg_dist_partition (logicalrelid regclass);
-INSERT INTO pg_catalog.pg_dist_partition VALUES ('ratelimit.state');
+CREATE TABLE pg_catalog.pg_dist_partition (logicalrelid regclass, partmethod "char");
+CREATE TABLE pg_catalog.pg_dist_shard (logicalrelid regclass, shardid bigint, shardminvalue text, shardmaxvalue text);
+CREATE TABLE pg_catalog.pg_dist_placement (shardid bigint, groupid int);
+CREATE TABLE pg_catalog.pg_dist_local_group (groupid int);
+CREATE FUNCTION pg_catalog.shard_name(regclass, bigint) RETURNS text LANGUAGE sql AS $$ SELECT $1::text || '_' || $2 $$;
+INSERT INTO pg_catalog.pg_dist_partition VALUES ('ratelimit.state', 'h');
+INSERT INTO pg_catalog.pg_dist_shard VALUES ('ratelimit.state', 1, '-2147483648', '-1'),
+                                            ('ratelimit.state', 2, '0', '2147483647');
+INSERT INTO pg_catalog.pg_dist_placement VALUES (1, 1), (2, 2);
+INSERT INTO pg_catalog.pg_dist_local_group VALUES (1);
 INSERT INTO pg_extension (oid, extname, extowner, extnamespace, extrelocatable, extversion)
 VALUES (pg_nextoid('pg_extension', 'oid', 'pg_extension_oid_index'), 'citus', 10, 11, false, '0');
 RESET allow_system_table_mods;
+CREATE TABLE ratelimit.state_1 (LIKE ratelimit.state INCLUDING ALL);
+CREATE TABLE ratelimit.state_2 (LIKE ratelimit.state INCLUDING ALL);
 \c
 SET ratelimit.now_override = '2026-01-01 00:00:00+00';
+-- 'k1' hashes into shard 1 (here), 'citus' into shard 2 (elsewhere).
+SELECT hashtext('k1') < 0 AS k1_here, hashtext('citus') < 0 AS citus_here;
 SET ratelimit.table_access = direct;
 SELECT rl_token_bucket('citus', 1, 10);
+SELECT rl_token_bucket('k1', 1, 10), rl_token_bucket('k1', 1, 10);
 SET ratelimit.table_access = auto;
 SELECT rl_token_bucket('citus', 1, 10), rl_token_bucket('citus', 1, 10);
+SELECT rl_token_bucket('k1', 1, 10);
 SET ratelimit.table_access = spi;
 SELECT rl_token_bucket('citus', 1, 10);
+-- The direct path wrote k1 into its shard; SPI wrote citus through the
+-- table (the fake has no Citus to route it).
+SELECT 'shard 1' AS holds, key, tokens FROM ratelimit.state_1
+UNION ALL SELECT 'shard 2', key, tokens FROM ratelimit.state_2
+UNION ALL SELECT 'table', key, tokens FROM ratelimit.state ORDER BY 1, 2;
+-- A shard written here is share-locked against a move (Citus's lock on
+-- the shard's metadata, class 4) until the transaction ends.
+SET ratelimit.table_access = auto;
+BEGIN;
+SELECT rl_token_bucket('k1', 1, 10);
+SELECT locktype, objid, objsubid, mode FROM pg_locks
+WHERE pid = pg_backend_pid() AND locktype = 'advisory' AND objsubid = 4;
+COMMIT;
+-- A shmem key is decided where its shard is: elsewhere it is refused, not
+-- counted apart in this node's shared memory.
+SELECT rl_zone_set('portable_shm', 'token_bucket', 5, '1 minute', store => 'shmem');
+SELECT (rl_limit('portable_shm', 'k1')).remaining;
+SELECT (rl_limit('portable_shm', 'citus')).remaining;
+SELECT rl_zone_drop('portable_shm');
+DROP TABLE ratelimit.state_1, ratelimit.state_2;
 SET allow_system_table_mods = on;
 DELETE FROM pg_extension WHERE extname = 'citus';
-DROP TABLE pg_catalog.pg_dist_partition;
+DROP TABLE pg_catalog.pg_dist_partition, pg_catalog.pg_dist_shard, pg_catalog.pg_dist_placement,
+           pg_catalog.pg_dist_local_group;
+DROP FUNCTION pg_catalog.shard_name(regclass, bigint);
 RESET allow_system_table_mods;
 \c
 SET ratelimit.now_override = '2026-01-01 00:00:00+00';

@@ -189,6 +189,14 @@ CREATE TRIGGER zone_truncated
     AFTER TRUNCATE ON ratelimit.zone
     FOR EACH STATEMENT EXECUTE FUNCTION ratelimit.zone_changed();
 
+-- Tells this node's sessions that the zones changed (at commit).  The
+-- trigger does it where it fires; on Citus it fires in the zone table's
+-- shards, on the workers, and not on a coordinator that holds none: the
+-- functions that change zones call this too.
+CREATE FUNCTION ratelimit.zones_changed() RETURNS void
+AS 'MODULE_PATHNAME', 'rl_zones_changed'
+LANGUAGE C;
+
 -- Checks a definition with the algorithms' own rules (precise SQLSTATEs).
 -- A shmem zone needs ratelimit preloaded: refused here, not at its first call.
 CREATE FUNCTION ratelimit.check_zone(algorithm text, rate numeric, period interval, burst bigint, store text)
@@ -307,6 +315,7 @@ BEGIN
         INSERT INTO ratelimit.zone (zone, algorithm, rate, period, burst, store, history, refill, shadow)
         VALUES (rl_zone_set.zone, wanted.algorithm, wanted.rate, wanted.period, wanted.burst,
                 wanted.store, wanted.history, wanted.refill, wanted.shadow);
+        PERFORM ratelimit.zones_changed();
         RETURN;
     END IF;
 
@@ -357,6 +366,7 @@ BEGIN
         WHERE s.zone_id = existing.zone_id AND s.refill_pending IS NULL
           AND s.tokens < coalesce(wanted.burst, wanted.rate);
     END IF;
+    PERFORM ratelimit.zones_changed();
 END
 $fn$;
 COMMENT ON FUNCTION rl_zone_set(text, text, numeric, interval, bigint, text, boolean, text, boolean, boolean) IS
@@ -387,6 +397,7 @@ BEGIN
     DELETE FROM ratelimit.state s WHERE s.zone_id = dropped;
     INSERT INTO ratelimit.retired_zone_id (zone_id, zone) VALUES (dropped, rl_zone_drop.zone);
     PERFORM ratelimit.unschedule_refill(zone);
+    PERFORM ratelimit.zones_changed();
 END
 $fn$;
 COMMENT ON FUNCTION rl_zone_drop(text, boolean) IS 'Drops a rate-limit zone and its state';
@@ -595,7 +606,7 @@ LANGUAGE C VOLATILE;
 -- shmem store forgot to make room; full: new keys it found no room for.
 -- By zone name: the counts of a zone's earlier ids (before a reset, or a
 -- drop and a new zone of the same name) add up under it.
-CREATE FUNCTION ratelimit.counters(
+CREATE FUNCTION ratelimit.node_counters(
     OUT zone text, OUT allowed bigint, OUT refused bigint, OUT evicted bigint, OUT full bigint)
 RETURNS SETOF record
 LANGUAGE sql STABLE SECURITY DEFINER
@@ -609,6 +620,40 @@ AS $fn$
     LEFT JOIN ratelimit.zone z ON z.zone_id OPERATOR(pg_catalog.=) c.zone_id
     LEFT JOIN ratelimit.retired_zone_id r ON r.zone_id OPERATOR(pg_catalog.=) c.zone_id
     GROUP BY 1
+$fn$;
+
+-- On Citus each node counts what it decided: the counters of every node,
+-- added up (a node that cannot be reached is named in a WARNING).
+CREATE FUNCTION ratelimit.counters(
+    OUT zone text, OUT allowed bigint, OUT refused bigint, OUT evicted bigint, OUT full bigint)
+RETURNS SETOF record
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    nodes json;
+    node json;
+BEGIN
+    IF NOT ratelimit.state_is_distributed() THEN
+        RETURN QUERY SELECT * FROM ratelimit.node_counters();
+        RETURN;
+    END IF;
+    SELECT json_agg(json_build_object('node', r.nodeid, 'success', r.success, 'result', r.result))
+    INTO nodes
+    FROM run_command_on_all_nodes('SELECT coalesce(json_agg(c), ''[]'') FROM ratelimit.node_counters() c') r;
+    FOR node IN SELECT * FROM json_array_elements(nodes) LOOP
+        IF NOT (node->>'success')::boolean THEN
+            RAISE WARNING 'rl_counters: the counters of Citus node % could not be read: %',
+                node->>'node', node->>'result';
+        END IF;
+    END LOOP;
+    RETURN QUERY
+    SELECT c.zone, sum(c.allowed)::bigint, sum(c.refused)::bigint, sum(c.evicted)::bigint, sum(c."full")::bigint
+    FROM json_array_elements(nodes) n,
+         json_to_recordset(CASE WHEN (n->>'success')::boolean THEN (n->>'result')::json ELSE '[]' END)
+             AS c(zone text, allowed bigint, refused bigint, evicted bigint, "full" bigint)
+    GROUP BY c.zone;
+END
 $fn$;
 
 CREATE VIEW rl_counters AS SELECT * FROM ratelimit.counters();
@@ -630,29 +675,77 @@ LANGUAGE C VOLATILE;
 -- theoretical arrival time for gcra).  SECURITY DEFINER: a reader granted
 -- SELECT on rl_keys and EXECUTE on this function needs no access to the
 -- state table.
-CREATE FUNCTION ratelimit.keys(
-    OUT zone text, OUT key text, OUT store text, OUT capacity bigint, OUT remaining bigint,
+CREATE FUNCTION ratelimit.state_is_distributed() RETURNS boolean
+AS 'MODULE_PATHNAME', 'rl_state_is_distributed'
+LANGUAGE C STABLE;
+
+-- The shmem keys of this node, with their zones' names.
+CREATE FUNCTION ratelimit.node_shmem_keys(
+    OUT zone text, OUT key text, OUT capacity bigint, OUT remaining bigint,
     OUT reset_after interval, OUT updated_at timestamptz)
 RETURNS SETOF record
 LANGUAGE sql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $fn$
-    SELECT z.zone, s.key, 'table', p.capacity, p.remaining, p.reset_after, s.updated_at
-    FROM ratelimit.state s
-    JOIN ratelimit.zone z ON z.zone_id OPERATOR(pg_catalog.=) s.zone_id
-    CROSS JOIN LATERAL @extschema@.rl_peek(z.zone, s.key, 0) p
-    WHERE s.part OPERATOR(pg_catalog.=) 0 AND z.store OPERATOR(pg_catalog.=) 'table'
-    UNION ALL
-    SELECT CASE s.zone_id WHEN 0 THEN '(rl_token_bucket)' ELSE '(rl_gcra)' END, s.key, 'table',
-           NULL, CASE s.zone_id WHEN 0 THEN s.tokens END, NULL, s.updated_at
-    FROM ratelimit.state s
-    WHERE s.zone_id OPERATOR(pg_catalog.<=) 0 AND s.part OPERATOR(pg_catalog.=) 0
-    UNION ALL
     SELECT coalesce(z.zone, CASE k.zone_id WHEN 0 THEN '(rl_token_bucket)'
                                            WHEN -1 THEN '(rl_gcra)' END),
-           k.key, 'shmem', k.capacity, k.remaining, k.reset_after, k.updated_at
+           k.key, k.capacity, k.remaining, k.reset_after, k.updated_at
     FROM ratelimit.shmem_keys() k
     LEFT JOIN ratelimit.zone z ON z.zone_id OPERATOR(pg_catalog.=) k.zone_id
+$fn$;
+
+CREATE FUNCTION ratelimit.keys(
+    OUT zone text, OUT key text, OUT store text, OUT capacity bigint, OUT remaining bigint,
+    OUT reset_after interval, OUT updated_at timestamptz)
+RETURNS SETOF record
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    held record;
+BEGIN
+    IF NOT ratelimit.state_is_distributed() THEN
+        RETURN QUERY
+        SELECT z.zone, s.key, 'table'::text, p.capacity, p.remaining, p.reset_after, s.updated_at
+        FROM ratelimit.state s
+        JOIN ratelimit.zone z ON z.zone_id OPERATOR(pg_catalog.=) s.zone_id
+        CROSS JOIN LATERAL @extschema@.rl_peek(z.zone, s.key, 0) p
+        WHERE s.part OPERATOR(pg_catalog.=) 0 AND z.store OPERATOR(pg_catalog.=) 'table';
+    ELSE
+        -- Citus: rl_peek runs here, a key at a time.  Inside the query on
+        -- the state it would run on the shards, and a query on a shard may
+        -- not run another distributed query (rl_peek's zone lookup).
+        FOR held IN SELECT z.zone, s.key, s.updated_at
+                    FROM ratelimit.state s
+                    JOIN ratelimit.zone z ON z.zone_id OPERATOR(pg_catalog.=) s.zone_id
+                    WHERE s.part OPERATOR(pg_catalog.=) 0 AND z.store OPERATOR(pg_catalog.=) 'table'
+        LOOP
+            RETURN QUERY
+            SELECT held.zone, held.key, 'table'::text, p.capacity, p.remaining, p.reset_after,
+                   held.updated_at
+            FROM @extschema@.rl_peek(held.zone, held.key, 0) p;
+        END LOOP;
+    END IF;
+    RETURN QUERY
+    SELECT CASE s.zone_id WHEN 0 THEN '(rl_token_bucket)' ELSE '(rl_gcra)' END, s.key, 'table'::text,
+           NULL::bigint, CASE s.zone_id WHEN 0 THEN s.tokens END, NULL::interval, s.updated_at
+    FROM ratelimit.state s
+    WHERE s.zone_id OPERATOR(pg_catalog.<=) 0 AND s.part OPERATOR(pg_catalog.=) 0;
+    IF NOT ratelimit.state_is_distributed() THEN
+        RETURN QUERY
+        SELECT k.zone, k.key, 'shmem'::text, k.capacity, k.remaining, k.reset_after, k.updated_at
+        FROM ratelimit.node_shmem_keys() k;
+    ELSE
+        -- Each node's shared memory holds the keys of its shards.
+        RETURN QUERY
+        SELECT k.zone, k.key, 'shmem'::text, k.capacity, k.remaining, k.reset_after, k.updated_at
+        FROM run_command_on_all_nodes(
+                 'SELECT coalesce(json_agg(k), ''[]'') FROM ratelimit.node_shmem_keys() k') r,
+             json_to_recordset(CASE WHEN r.success THEN r.result::json ELSE '[]' END)
+                 AS k(zone text, key text, capacity bigint, remaining bigint,
+                      reset_after interval, updated_at timestamptz);
+    END IF;
+END
 $fn$;
 
 CREATE VIEW rl_keys AS SELECT * FROM ratelimit.keys();
@@ -899,6 +992,7 @@ BEGIN
               format('SELECT %s.rl_cron_refill(%L)', '@extschema@', zone);
     EXECUTE 'SELECT cron.alter_job(job_id => $1, username => $2)' USING job, run_as::text;
     UPDATE ratelimit.zone AS zz SET refill_tick = plan.tick WHERE zz.zone_id = z.zone_id;
+    PERFORM ratelimit.zones_changed();
     RETURN job;
 END
 $fn$;
@@ -922,6 +1016,7 @@ BEGIN
     END IF;
     removed := ratelimit.unschedule_refill(zone);
     UPDATE ratelimit.zone AS zz SET refill_tick = NULL WHERE zz.zone = rl_cron_disable.zone;
+    PERFORM ratelimit.zones_changed();
     RETURN removed > 0;
 END
 $fn$;
@@ -1082,6 +1177,73 @@ END
 $fn$;
 COMMENT ON FUNCTION rl_http_guard(text, text, int, text) IS
     'For PostgREST''s db-pre-request: rate-limits the request by JWT subject or by the client address the trusted proxies appended, sets the RateLimit headers, and refuses with HTTP 429 and Retry-After';
+
+
+-- ===========================================================================
+-- 8b. Citus
+-- ===========================================================================
+-- Run once on the coordinator, after CREATE EXTENSION citus and ratelimit
+-- and the workers' citus_add_node: the state and the history are distributed
+-- by key (a key's rows, and its calls, on one worker), the zones become a
+-- reference table (on every node, and a change seen by every session), and
+-- every function that takes a key is delegated to the worker that holds it.
+-- Running it again distributes only what is not distributed yet.
+CREATE FUNCTION rl_citus_setup()
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    fn record;
+    distributed regclass[];
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus') THEN
+        RAISE EXCEPTION 'Citus is not installed in database "%"', current_database() USING ERRCODE = '55000',
+            HINT = 'CREATE EXTENSION citus on every node and add the workers (citus_add_node) first.';
+    END IF;
+    IF NOT citus_is_coordinator() THEN
+        RAISE EXCEPTION 'rl_citus_setup() runs on the Citus coordinator' USING ERRCODE = '55000';
+    END IF;
+    SELECT array_agg(logicalrelid) INTO distributed FROM pg_dist_partition;
+    distributed := coalesce(distributed, '{}');
+    -- The zone table's trigger tells each node's sessions of a change; Citus
+    -- keeps triggers on its shards only when told so.
+    PERFORM set_config('citus.enable_unsafe_triggers', 'on', true);
+    IF NOT 'ratelimit.zone'::regclass = ANY (distributed) THEN
+        PERFORM create_reference_table('ratelimit.zone');
+    END IF;
+    -- Each node names the counters of retired zone ids.
+    IF NOT 'ratelimit.retired_zone_id'::regclass = ANY (distributed) THEN
+        PERFORM create_reference_table('ratelimit.retired_zone_id');
+    END IF;
+    IF NOT 'ratelimit.state'::regclass = ANY (distributed) THEN
+        PERFORM create_distributed_table('ratelimit.state', 'key');
+    END IF;
+    IF NOT 'ratelimit.history'::regclass = ANY (distributed) THEN
+        -- Kept with the state of its key, which Citus allows only for keys
+        -- of the same collation.
+        ALTER TABLE ratelimit.history ALTER COLUMN key TYPE text COLLATE "C";
+        PERFORM create_distributed_table('ratelimit.history', 'key', colocate_with => 'ratelimit.state');
+    END IF;
+    -- Not rl_http_guard: it reads the request's headers, which are this
+    -- session's settings.
+    FOR fn IN SELECT * FROM (VALUES
+            ('rl_limit(text, text, integer)', '$2'),
+            ('rl_limit(text[], text, integer)', '$2'),
+            ('rl_sliding_window(text, text, integer)', '$2'),
+            ('rl_peek(text, text, integer)', '$2'),
+            ('rl_reset(text, text)', '$2'),
+            ('rl_refund(text, text, integer)', '$2'),
+            ('rl_token_bucket(text, double precision, double precision, integer)', '$1'),
+            ('rl_gcra(text, integer, integer, double precision, integer)', '$1')) AS f(signature, key_arg)
+    LOOP
+        PERFORM create_distributed_function(format('%s.%s', '@extschema@', fn.signature)::regprocedure,
+                                            fn.key_arg, colocate_with => 'ratelimit.state');
+    END LOOP;
+END
+$fn$;
+COMMENT ON FUNCTION rl_citus_setup() IS
+    'Citus: distributes the rate-limit state and history by key, makes the zones a reference table, and delegates the calls to the worker that holds their key';
 
 
 -- ===========================================================================

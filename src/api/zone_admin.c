@@ -13,12 +13,16 @@
 #include "utils/inval.h"
 #include "utils/rel.h"
 
+#include "base/spi_exec.h"
 #include "decision/decide.h"
 #include "decision/zone.h"
 #include "store/shmem_store.h"
+#include "store/state_table.h"
 
 PG_FUNCTION_INFO_V1(rl_check_zone);
 PG_FUNCTION_INFO_V1(rl_zone_changed);
+PG_FUNCTION_INFO_V1(rl_zones_changed);
+PG_FUNCTION_INFO_V1(rl_state_is_distributed);
 PG_FUNCTION_INFO_V1(rl_forget_zone_state);
 PG_FUNCTION_INFO_V1(rl_flush_zone_state);
 
@@ -75,36 +79,64 @@ RelimitShmemEntries(TriggerData *trigdata)
  * A zone id new to the table (a new zone, or a reset one) starts with no
  * counts and no shmem keys.  An id is never handed out twice in one CREATE
  * EXTENSION's life, so what is there belongs to a zone of a dropped
- * extension (whose ids started at 1 too).  Not transactional, as the
- * counters and the shmem store: a rolled-back INSERT leaves nothing that
- * any zone uses.
+ * extension (whose ids started at 1 too).  An id that leaves the table (a
+ * reset or dropped zone) takes its shmem keys with it, on every node where
+ * the trigger fires (on Citus: every node holding the zone table).  Not
+ * transactional, as the counters and the shmem store.
  */
 static void
-StartIdAfresh(TriggerData *trigdata)
+ZoneIdsChanged(TriggerData *trigdata)
 {
 	TupleDesc	desc = RelationGetDescr(trigdata->tg_relation);
 	int			attnum = SPI_fnumber(desc, "zone_id");
-	bool		isnull;
-	Datum		id;
+	bool		old_null = true;
+	bool		new_null = true;
+	Datum		old_id = (Datum) 0;
+	Datum		new_id = (Datum) 0;
 
 	if (attnum <= 0)
 		elog(ERROR, "ratelimit.zone has no column \"zone_id\"");
 	if (TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
-		id = heap_getattr(trigdata->tg_trigtuple, attnum, desc, &isnull);
+		new_id = heap_getattr(trigdata->tg_trigtuple, attnum, desc, &new_null);
+	else if (TRIGGER_FIRED_BY_DELETE(trigdata->tg_event))
+		old_id = heap_getattr(trigdata->tg_trigtuple, attnum, desc, &old_null);
 	else
 	{
-		bool		old_null;
-		Datum		old_id = heap_getattr(trigdata->tg_trigtuple, attnum, desc, &old_null);
-
-		id = heap_getattr(trigdata->tg_newtuple, attnum, desc, &isnull);
-		if (!old_null && !isnull && DatumGetInt32(old_id) == DatumGetInt32(id))
+		old_id = heap_getattr(trigdata->tg_trigtuple, attnum, desc, &old_null);
+		new_id = heap_getattr(trigdata->tg_newtuple, attnum, desc, &new_null);
+		if (!old_null && !new_null && DatumGetInt32(old_id) == DatumGetInt32(new_id))
 			return;
 	}
-	if (!isnull)
-		RlStartZoneIdAfresh(DatumGetInt32(id));
+	if (!old_null)
+		RlRetireZoneId(DatumGetInt32(old_id));
+	if (!new_null)
+		RlStartZoneIdAfresh(DatumGetInt32(new_id));
 }
 
-/* Trigger on ratelimit.zone: every backend drops its zone cache at commit. */
+/*
+ * Every session of this node drops its zone cache at commit.  The sessions
+ * watch ratelimit.zone; on Citus the change is made in the table's shards
+ * (where the trigger fires), and on a coordinator that holds no shard of it
+ * nothing fires at all: rl_zone_set and rl_zone_drop announce it here.
+ */
+static void
+AnnounceZoneChange(void)
+{
+	Oid			zone_table = RlInternalTable("zone");
+
+	if (OidIsValid(zone_table))
+		CacheInvalidateRelcacheByRelid(zone_table);
+}
+
+/* ratelimit.zones_changed() */
+Datum
+rl_zones_changed(PG_FUNCTION_ARGS)
+{
+	AnnounceZoneChange();
+	PG_RETURN_VOID();
+}
+
+/* Trigger on ratelimit.zone (or its shard on Citus). */
 Datum
 rl_zone_changed(PG_FUNCTION_ARGS)
 {
@@ -115,11 +147,11 @@ rl_zone_changed(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("ratelimit.zone_changed() must be called as a trigger")));
 	CacheInvalidateRelcacheByRelid(RelationGetRelid(trigdata->tg_relation));
+	AnnounceZoneChange();
 	if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) && TRIGGER_FIRED_FOR_ROW(trigdata->tg_event))
 		RelimitShmemEntries(trigdata);
-	if (TRIGGER_FIRED_FOR_ROW(trigdata->tg_event) &&
-		(TRIGGER_FIRED_BY_INSERT(trigdata->tg_event) || TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event)))
-		StartIdAfresh(trigdata);
+	if (TRIGGER_FIRED_FOR_ROW(trigdata->tg_event))
+		ZoneIdsChanged(trigdata);
 	return PointerGetDatum(NULL);
 }
 
@@ -141,4 +173,11 @@ rl_flush_zone_state(PG_FUNCTION_ARGS)
 {
 	RlFlushZoneState(PG_GETARG_INT32(0));
 	PG_RETURN_VOID();
+}
+
+/* ratelimit.state_is_distributed(): by Citus, on this node's catalog. */
+Datum
+rl_state_is_distributed(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(RlGetStateTable()->is_distributed);
 }

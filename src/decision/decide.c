@@ -79,7 +79,7 @@ RlPrepareAdHocCall(RlCall *call, const char *function, text *key, int32 zone_id,
 void
 RlLocate(RlCall *call)
 {
-	const RlStore *store = RlStoreOf(call->store);
+	const RlStore *store = RlStoreForKey(call->store, call->request.key.key);
 
 	if (store->locate != NULL)
 		store->locate(&call->request);
@@ -499,7 +499,7 @@ RlPeek(RlCall *call)
 bool
 RlForget(RlCall *call, const char *function)
 {
-	const RlStore *store = RlStoreOf(call->store);
+	const RlStore *store = LocatedStore(call);
 	RlStateRow	removed;
 	bool		existed;
 
@@ -525,6 +525,12 @@ RlStartZoneIdAfresh(int32 zone_id)
 {
 	RlCountersStartAfresh(MyDatabaseId, zone_id);
 	/* The table store's rows went with the dropped extension's table. */
+	RlStoreOf(RL_STORE_SHMEM)->forget_zone(zone_id);
+}
+
+void
+RlRetireZoneId(int32 zone_id)
+{
 	RlStoreOf(RL_STORE_SHMEM)->forget_zone(zone_id);
 }
 

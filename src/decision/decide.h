@@ -84,6 +84,9 @@ extern void RlForgetZoneState(int32 zone_id);
  */
 extern void RlStartZoneIdAfresh(int32 zone_id);
 
+/* A zone id leaves use (a reset or dropped zone): its shmem keys go.  Not transactional. */
+extern void RlRetireZoneId(int32 zone_id);
+
 /* A zone's limit changed: the store keeping its keys judges them by it. */
 extern void RlRelimitZoneState(RlStoreKind store, int32 zone_id, const RlZoneLimit *limit);
 

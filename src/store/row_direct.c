@@ -50,9 +50,13 @@
 /* Distinguishes our key locks from users' pg_advisory_* locks in pg_locks. */
 #define KEY_LOCK_CLASS 0x524C
 
+/*
+ * The relation is opened at the first key: on Citus each key's rows are in
+ * the shard of its hash, so a handle follows the keys it is given.
+ */
 typedef struct DirectTable
 {
-	Relation	rel;
+	Relation	rel;			/* NULL until a key is given */
 	Relation	index;
 	TupleTableSlot *slot;		/* scratch row for reads and writes */
 } DirectTable;
@@ -61,15 +65,40 @@ static void *
 DirectBegin(void)
 {
 	DirectTable *t = palloc(sizeof(DirectTable));
+
+	t->rel = NULL;
+	return t;
+}
+
+static void
+CloseRelation(DirectTable *t)
+{
+	if (t->rel == NULL)
+		return;
+	ExecDropSingleTupleTableSlot(t->slot);
+	index_close(t->index, NoLock);
+	table_close(t->rel, NoLock);
+	t->rel = NULL;
+}
+
+/* Opens the relation that holds key's rows, unless the handle has it open. */
+static void
+UseRelationOf(DirectTable *t, const RlStateKey *key)
+{
+	Oid			relid = RlStateRelationOfKey(key->key);
 	Oid			indexid;
 
-	t->rel = table_open(RlGetStateTable()->relid, RowExclusiveLock);
+	if (!OidIsValid(relid))
+		elog(ERROR, "the shard of rate-limit key is not on this node");
+	if (t->rel != NULL && RelationGetRelid(t->rel) == relid)
+		return;
+	CloseRelation(t);
+	t->rel = table_open(relid, RowExclusiveLock);
 	indexid = RlPrimaryKeyIndex(t->rel);
 	if (!OidIsValid(indexid))
 		elog(ERROR, "ratelimit state table has no primary key");
 	t->index = index_open(indexid, RowExclusiveLock);
 	t->slot = table_slot_create(t->rel, NULL);
-	return t;
 }
 
 static void
@@ -77,9 +106,7 @@ DirectEnd(void *handle)
 {
 	DirectTable *t = handle;
 
-	ExecDropSingleTupleTableSlot(t->slot);
-	index_close(t->index, NoLock);
-	table_close(t->rel, NoLock);
+	CloseRelation(t);
 	pfree(t);
 }
 
@@ -237,6 +264,7 @@ DirectFetch(void *handle, const RlStateKey *key, RlFetchMode mode, RlStateRow *r
 {
 	DirectTable *t = handle;
 
+	UseRelationOf(t, key);
 	ref->locked = false;
 	if (mode != RL_FETCH_LOCK)
 	{
@@ -282,6 +310,7 @@ DirectInsert(void *handle, const RlStateKey *key, const RlStateRow *row, RlRowRe
 	LOCKTAG		tag;
 	bool		inserted = false;
 
+	UseRelationOf(t, key);
 	KeyInsertLockTag(&tag, RelationGetRelid(t->rel), key);
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);
 	if (!FindRow(t, key, false, NULL, &ref->tid))
@@ -308,12 +337,14 @@ static bool
 DirectReplace(void *handle, const RlStateKey *key, const RlStateRow *row, RlRowRef *ref)
 {
 	DirectTable *t = handle;
-	TupleTableSlot *slot = t->slot;
+	TupleTableSlot *slot;
 	TM_FailureData tmfd;
 	LockTupleMode lockmode;
 	RlUpdateIndexes update_indexes;
 	TM_Result	result;
 
+	UseRelationOf(t, key);
+	slot = t->slot;
 	StoreRowInSlot(slot, key, row);
 	result = RlTupleUpdate(t->rel, &ref->tid, slot, GetCurrentCommandId(true),
 						   &tmfd, &lockmode, &update_indexes);
@@ -350,6 +381,7 @@ DirectRemove(void *handle, const RlStateKey *key)
 	DirectTable *t = handle;
 	ItemPointerData tid;
 
+	UseRelationOf(t, key);
 	for (;;)
 	{
 		TM_FailureData tmfd;

@@ -18,6 +18,13 @@ typedef struct RlStateTable
 /* The table's OID and properties; 42P01 with a hint when it is missing. */
 extern const RlStateTable *RlGetStateTable(void);
 
+/*
+ * The relation that holds key's rows on this node: the state table, or on
+ * Citus the key's shard when it is placed here (share-locked against moves
+ * until the transaction ends); InvalidOid when it is placed on another node.
+ */
+extern Oid	RlStateRelationOfKey(text *key);
+
 extern void RlStateTableInit(void);
 
 #endif							/* RL_STATE_TABLE_H */

@@ -9,34 +9,74 @@
 #include "store/store.h"
 #include "store/table_store.h"
 
-/* The table store's path: ratelimit.table_access, within what the table allows. */
+/*
+ * The table store's path for key: ratelimit.table_access, within what the
+ * table allows.  On Citus the planner-free path works on the key's shard
+ * when it is placed on this node; elsewhere only SQL reaches the key.
+ */
 static const RlStore *
-TableStore(void)
+TableStoreForKey(text *key)
 {
 	const RlStateTable *table = RlGetStateTable();
-	bool		local_heap = table->is_heap && !table->is_distributed;
+	bool		reachable = table->is_heap &&
+		(!table->is_distributed || OidIsValid(RlStateRelationOfKey(key)));
 
 	switch (rl_table_access)
 	{
 		case RL_TABLE_ACCESS_DIRECT:
-			if (!local_heap)
+			if (!reachable)
 				ereport(ERROR,
 						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-						 errmsg("ratelimit.table_access = direct needs a local heap state table"),
+						 errmsg("ratelimit.table_access = direct needs the key's rows in a local heap table"),
 						 errdetail("ratelimit.state is %s.",
-								   table->is_distributed ? "distributed by Citus"
+								   table->is_distributed ? "distributed by Citus, and the key's shard is on another node"
 								   : "not a heap table"),
 						 errhint("Set ratelimit.table_access to auto or spi.")));
 			return &RlTableDirectStore;
 		case RL_TABLE_ACCESS_SPI:
 			return &RlTableSpiStore;
 		default:
-			return local_heap ? &RlTableDirectStore : &RlTableSpiStore;
+			return reachable ? &RlTableDirectStore : &RlTableSpiStore;
 	}
 }
 
+/*
+ * Shared memory is each node's own: on Citus a key's shmem state is kept on
+ * the node that holds the key's shard, and a call anywhere else (inside a
+ * transaction block, or in a query Citus did not delegate) would count
+ * apart from it.
+ */
+static void
+RequireShmemKeyHere(text *key)
+{
+	const RlStateTable *table = RlGetStateTable();
+
+	if (table->is_distributed && !OidIsValid(RlStateRelationOfKey(key)))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("a shmem zone's key is decided on the Citus node that holds its shard, not on this one"),
+				 errdetail("Shared memory is per node; deciding here would count the key twice."),
+				 errhint("Call the function as a statement of its own outside BEGIN ... COMMIT, "
+						 "so that Citus delegates it (rl_citus_setup() distributes it), "
+						 "or use a table zone.")));
+}
+
+const RlStore *
+RlStoreForKey(RlStoreKind kind, text *key)
+{
+	if (kind == RL_STORE_SHMEM)
+	{
+		RequireShmemKeyHere(key);
+		return &RlShmemStore;
+	}
+	return TableStoreForKey(key);
+}
+
+/* For what concerns a whole zone (its keys on this node). */
 const RlStore *
 RlStoreOf(RlStoreKind kind)
 {
-	return kind == RL_STORE_SHMEM ? &RlShmemStore : TableStore();
+	if (kind == RL_STORE_SHMEM)
+		return &RlShmemStore;
+	return rl_table_access == RL_TABLE_ACCESS_SPI ? &RlTableSpiStore : &RlTableDirectStore;
 }

@@ -175,7 +175,13 @@ typedef struct RlStore
 	void		(*no_room) (RlDecision *decision, const char *what);
 } RlStore;
 
-/* The store of that kind; the table store's path by ratelimit.table_access. */
+/*
+ * The store of that kind for key; the table store's path by
+ * ratelimit.table_access and where the key's rows are (Citus).
+ */
+extern const RlStore *RlStoreForKey(RlStoreKind kind, text *key);
+
+/* The store of that kind, for what concerns a whole zone. */
 extern const RlStore *RlStoreOf(RlStoreKind kind);
 
 #endif							/* RL_STORE_H */

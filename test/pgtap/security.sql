@@ -25,7 +25,7 @@ SET LOCAL timezone = 'UTC';
 SET LOCAL datestyle = 'ISO, YMD';
 SET LOCAL client_min_messages = warning;
 
-SELECT plan(273);
+SELECT plan(283);
 
 LOAD 'ratelimit';
 SET LOCAL ratelimit.now_override = '2026-01-01 00:00:00+00';
@@ -234,11 +234,13 @@ SELECT results_eq(
     $$SELECT fn FROM pg_temp.ext_functions() WHERE secdef ORDER BY fn COLLATE "C"$$,
     ARRAY['ratelimit.counters()',
           'ratelimit.keys()',
+          'ratelimit.node_counters()',
+          'ratelimit.node_shmem_keys()',
           'rl_cron_disable(text)',
           'rl_cron_enable(text,name)',
           'rl_zone_drop(text,boolean)',
           'rl_zone_set(text,text,numeric,interval,bigint,text,boolean,text,boolean,boolean)'],
-    'the SECURITY DEFINER functions of the extension are exactly the six this file attacks');
+    'the SECURITY DEFINER functions of the extension are exactly the eight this file attacks');
 -- The owner is the one role that runs rl_grant and rl_revoke, with its own
 -- rights: they, and the helpers they call, pin search_path as well.
 SELECT results_eq(
@@ -343,7 +345,8 @@ SELECT results_eq(
     $$SELECT fn FROM pg_temp.ext_functions()
       WHERE nsp <> 'ratelimit' AND NOT has_function_privilege('rl_sec_user', fn::regprocedure, 'EXECUTE')
       ORDER BY fn COLLATE "C"$$,
-    ARRAY['rl_cron_disable(text)',
+    ARRAY['rl_citus_setup()',
+          'rl_cron_disable(text)',
           'rl_cron_enable(text,name)',
           'rl_cron_refill(text)',
           'rl_gc(text,interval)',
@@ -443,6 +446,11 @@ LANGUAGE sql AS $$
         'SELECT ratelimit.shmem_counters()',
         'SELECT ratelimit.shmem_keys()',
         'SELECT ratelimit.keys()',
+        'SELECT ratelimit.node_counters()',
+        'SELECT ratelimit.node_shmem_keys()',
+        'SELECT ratelimit.zones_changed()',
+        'SELECT ratelimit.state_is_distributed()',
+        'SELECT rl_citus_setup()',
         $s$SELECT ratelimit.check_zone('token_bucket', 1, '1 s', NULL, 'table')$s$,
         'SELECT ratelimit.forget_zone_state(1)',
         $s$SELECT ratelimit.unschedule_refill('sec_pub_cron')$s$,
