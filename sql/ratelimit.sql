@@ -1196,6 +1196,7 @@ AS $fn$
 DECLARE
     fn record;
     distributed regclass[];
+    failures text;
 BEGIN
     IF NOT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus') THEN
         RAISE EXCEPTION 'Citus is not installed in database "%"', current_database() USING ERRCODE = '55000',
@@ -1221,8 +1222,15 @@ BEGIN
     END IF;
     IF NOT 'ratelimit.history'::regclass = ANY (distributed) THEN
         -- Kept with the state of its key, which Citus allows only for keys
-        -- of the same collation.
+        -- of the same collation, on every node.
         ALTER TABLE ratelimit.history ALTER COLUMN key TYPE text COLLATE "C";
+        SELECT string_agg(format('%s:%s: %s', w.nodename, w.nodeport, w.result), '; ') INTO failures
+        FROM run_command_on_workers('ALTER TABLE ratelimit.history ALTER COLUMN key TYPE text COLLATE "C"') w
+        WHERE NOT w.success;
+        IF failures IS NOT NULL THEN
+            RAISE EXCEPTION 'could not prepare ratelimit.history on the workers' USING ERRCODE = '55000',
+                DETAIL = failures;
+        END IF;
         PERFORM create_distributed_table('ratelimit.history', 'key', colocate_with => 'ratelimit.state');
     END IF;
     -- Not rl_http_guard: it reads the request's headers, which are this

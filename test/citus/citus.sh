@@ -1,0 +1,403 @@
+#!/usr/bin/env bash
+# ratelimit on Citus: a coordinator and two workers (clusters citusc,
+# citusw1, citusw2; test/citus/lib.sh) from the Citus installed in
+# RL_PG_BIN's PostgreSQL, set up with the README's Citus recipe as written.
+# Prints TAP ("ok N - ...", "not ok N - ...", then "1..N"); exits non-zero
+# when a check failed.  Where Citus is not installed, prints "# SKIP ..."
+# and exits 0 (scripts/test.sh reports it as skipped, never as passed).
+#   (r) the ```sql-citus block of README.md runs on the coordinator (after
+#       CREATE EXTENSION ratelimit there, unless the block does it); Citus
+#       creates the extension on the workers; the state and the history are
+#       distributed by key, the zones a reference table, rl_limit
+#       distributed by its key and colocated with the state
+#   (a) routing: calls through the coordinator decide on the worker that
+#       holds the key (the key's state row is in that worker's shard, its
+#       counters count them there, none on the coordinator); a zone of N
+#       admits N of N + 5 calls; also with PREPARE/EXECUTE x 7 (generic
+#       plans)
+#   (b) zone coherence: sessions already open (on the coordinator, whose
+#       calls go through its cached connections to the workers, and
+#       straight on a worker) see a changed rate at their next call; after
+#       rl_zone_drop and rl_zone_set of the same name they write under the
+#       new zone id; changing an existing zone works
+#   (c) shmem zones: routed calls decide on the key's worker; inside
+#       BEGIN ... COMMIT on the coordinator a call decides there too or is
+#       refused with 0A000; 10 routed + 10 in-transaction calls on a zone of
+#       5 admit at most 5; so do 5 routed + 5 straight on the other worker,
+#       and 5 routed + 5 SELECT (rl_limit(...)).allowed (not delegated)
+#   (d) pgbench, 4 clients x 10 s through the coordinator on 200 keys of a
+#       zone with history, the key a constant (delegated to its worker) and
+#       an expression of random() (decided on the coordinator): no key
+#       admitted more than capacity + rate x elapsed, every call recorded
+#   (e) rl_keys and ratelimit.history from the coordinator show keys of
+#       both workers; rl_counters on every node (run_command_on_all_nodes)
+#   (f) straight on a worker: rl_limit on a key of its own shard and on a
+#       key of the other worker's shard, each state row in its key's shard
+#   (h) a shard moved to the other worker under load (pgbench on one key
+#       while citus_move_shard_placement runs): no call fails, none
+#       over-admits, every call is recorded, the state follows the shard
+#   (g) no server process of any node was terminated by a signal.
+set -uo pipefail
+source "$(dirname "$0")/../../scripts/lib.sh"
+source "$(dirname "$0")/lib.sh"
+
+if ! citus_installed; then
+	echo "# SKIP citus: Citus is not installed in $(citus_pkglibdir) (build it by hand: see test/citus/README.md)"
+	exit 0
+fi
+
+WORK=$(mktemp -d)
+SESSIONS=()
+cleanup() {
+	local fd
+	for fd in "${SESSIONS[@]}"; do exec {fd}>&- 2>/dev/null; done
+	wait 2>/dev/null
+	rl_clusters_stop citusc citusw1 citusw2
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+n=0 failed=0
+# check NAME EXPECTED ACTUAL: one numbered TAP line.
+check() {
+	n=$((n + 1))
+	if [ "$2" = "$3" ]; then
+		echo "ok $n - $1"
+	else
+		echo "not ok $n - $1"
+		printf '#   expected: %s\n#        got: %s\n' "$2" "$(head -c 2000 <<<"$3" | sed '2,$s/^/#             /')"
+		failed=$((failed + 1))
+	fi
+}
+has() { grep -qF -- "$1" <<<"$2" && echo yes || echo no; }	# has TEXT OUTPUT
+C() { on "$C_PORT" "$@"; }
+
+# allowed_of OUTPUT: how many rl_result rows in OUTPUT were allowed.
+allowed_of() { grep -c '^(t,' <<<"$1"; }
+# calls PORT N SQL: runs SQL (a call) N times in one session on PORT, each
+# its own transaction; prints its output (errors included).
+calls() {
+	local port=$1 count=$2 sql=$3
+	for _ in $(seq 1 "$count"); do echo "$sql;"; done \
+		| PGPORT=$port "$RL_PG_BIN/psql" -X -q -tA -d postgres 2>&1
+}
+# zone_id ZONE: its id, from the coordinator.
+zone_id() { C "SELECT zone_id FROM ratelimit.zone WHERE zone = '$1'"; }
+# decided ZONE_ID: the calls each node decided for the zone id (its shmem
+# counters, allowed + refused): "coordinator w1 w2".
+decided() {
+	local port out=()
+	for port in "$C_PORT" "$W1_PORT" "$W2_PORT"; do
+		out+=("$(on "$port" "SELECT coalesce(sum(allowed + refused), 0) FROM ratelimit.shmem_counters() WHERE zone_id = $1")")
+	done
+	echo "${out[*]}"
+}
+# state_rows PORT ZONE KEY: the key's rows of ZONE in its shard, read on the
+# node at PORT (the shard table itself: no routing).
+state_rows() {
+	on "$1" "SELECT count(*) FROM $(C "SELECT shard_of('$3')") WHERE key = '$3' AND zone_id = $(zone_id "$2")"
+}
+
+# Sessions kept open: a psql reading a FIFO.  session_open NAME PORT;
+# session_run NAME SQL prints what SQL printed (errors included).
+declare -A SESSION_FD
+session_open() {
+	local name=$1 port=$2 fd
+	mkfifo "$WORK/$name.in"
+	: >"$WORK/$name.out"
+	PGPORT=$port "$RL_PG_BIN/psql" -X -q -tA -d postgres <"$WORK/$name.in" >"$WORK/$name.out" 2>&1 &
+	exec {fd}>"$WORK/$name.in"
+	SESSION_FD[$name]=$fd
+	echo 0 >"$WORK/$name.seq"
+	SESSIONS+=("$fd")
+}
+session_run() {
+	local name=$1 sql=$2 seq
+	# The count is in a file: session_run runs in $(...), a subshell.
+	seq=$(($(cat "$WORK/$name.seq") + 1))
+	echo "$seq" >"$WORK/$name.seq"
+	printf '%s;\n\\echo __end_%s\n' "$sql" "$seq" >&"${SESSION_FD[$name]}"
+	for _ in $(seq 1 600); do
+		grep -q "^__end_$seq\$" "$WORK/$name.out" && break
+		sleep 0.05
+	done
+	awk -v a="__end_$((seq - 1))" -v b="__end_$seq" -v found="$([ "$seq" = 1 ] && echo 1 || echo 0)" \
+		'found && $0 == b { exit } found { print } $0 == a { found = 1 }' "$WORK/$name.out"
+}
+# capacity_of OUTPUT: the capacity of the (one) rl_result in OUTPUT, or the
+# output itself when it holds none.
+capacity_of() {
+	local c
+	c=$(sed -n 's/^(\([tf]\),\([0-9]*\),.*/\2/p' <<<"$1" | head -1)
+	echo "${c:-$1}"
+}
+
+###########################################################################
+citus_start citus "fsync = off" "max_prepared_transactions = 100"
+echo "# Citus $(C "SELECT extversion FROM pg_extension WHERE extname = 'citus'") on PostgreSQL $(C 'SHOW server_version'); coordinator :$C_PORT, workers :$W1_PORT :$W2_PORT"
+check "the coordinator sees two workers" 2 "$(C 'SELECT count(*) FROM citus_get_active_worker_nodes()')"
+# (r) The README's recipe, as written.
+citus_readme_recipe >"$WORK/recipe.sql"
+echo "# the README's recipe:"; sed 's/^/#   /' "$WORK/recipe.sql"
+# CREATE EXTENSION ratelimit on the coordinator only, unless the recipe does.
+if ! grep -qiE 'create extension( if not exists)? ratelimit' "$WORK/recipe.sql"; then
+	check "CREATE EXTENSION ratelimit on the coordinator" "" \
+		"$(C 'SET client_min_messages = warning' 'CREATE EXTENSION ratelimit')"
+fi
+recipe_out=$(PGPORT=$C_PORT rl_psql -d postgres -f "$WORK/recipe.sql" 2>&1)
+recipe_status=$?
+check "(r) the README's Citus recipe runs as written on the coordinator" "0" \
+	"$recipe_status$(grep -m1 ERROR <<<"$recipe_out" | sed 's/^/ /')"
+if ! C "SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'ratelimit.zone'::regclass" | grep -q 1 \
+	|| ! C "SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'ratelimit.state'::regclass" | grep -q 1; then
+	echo "# the recipe did not distribute both tables: the checks below run after the manual recipe"
+	PGPORT=$C_PORT rl_psql -d postgres -c 'SET client_min_messages = warning' \
+		-c 'CREATE EXTENSION IF NOT EXISTS ratelimit' -c "$CITUS_MANUAL_RECIPE" >/dev/null 2>&1
+fi
+check "ratelimit is installed on the coordinator and (by Citus) on both workers" "1 1 1" \
+	"$(for port in "$C_PORT" "$W1_PORT" "$W2_PORT"; do on "$port" "SELECT count(*) FROM pg_extension WHERE extname = 'ratelimit'"; done | tr '\n' ' ' | sed 's/ $//')"
+# table_kind TABLE: how Citus holds it (pg_dist_partition: citus_tables
+# leaves out an extension's tables).
+table_kind() {
+	C "SELECT CASE WHEN partmethod = 'h' THEN 'distributed by ' || column_to_column_name(logicalrelid, partkey)
+	               WHEN partmethod = 'n' AND repmodel = 't' THEN 'reference'
+	               ELSE partmethod::text || '/' || repmodel::text END
+	   FROM pg_dist_partition WHERE logicalrelid = '$1'::regclass"
+}
+check "(r) ratelimit.state is distributed by key" "distributed by key" "$(table_kind ratelimit.state)"
+check "(r) ratelimit.zone is a reference table" reference "$(table_kind ratelimit.zone)"
+check "(r) ratelimit.history is distributed by key" "distributed by key" "$(table_kind ratelimit.history)"
+check "(r) rl_limit(text, text, int) is distributed by its key, colocated with the state" "1|true" \
+	"$(C "SELECT o.distribution_argument_index || '|' || (o.colocationid = p.colocationid)
+	      FROM pg_dist_object o, pg_dist_partition p
+	      WHERE o.objid = 'rl_limit(text, text, int)'::regprocedure AND p.logicalrelid = 'ratelimit.state'::regclass")"
+echo "# Citus tables: $(C "SELECT string_agg(logicalrelid::regclass::text || ' ' || partmethod::text || '/' || repmodel::text, ', ' ORDER BY 1) FROM pg_dist_partition")"
+echo "# the coordinator's placements of ratelimit.zone: $(C "SELECT count(*) FROM pg_dist_placement p JOIN pg_dist_node n USING (groupid) JOIN pg_dist_shard s USING (shardid) WHERE s.logicalrelid = 'ratelimit.zone'::regclass AND n.groupid = 0")"
+
+C 'SET client_min_messages = warning' "$CITUS_HELPERS_SQL" "$RL_ERR_OF_SQL" >/dev/null
+K1=$(key_on "$W1_PORT" a) K1B=$(key_on "$W1_PORT" a 1) K2=$(key_on "$W2_PORT" a) K2B=$(key_on "$W2_PORT" a 1)
+echo "# keys on worker 1: $K1 $K1B; on worker 2: $K2 $K2B"
+check "keys found on each worker" "yes yes yes yes" \
+	"$( for k in "$K1" "$K1B" "$K2" "$K2B"; do [ -n "$k" ] && echo -n yes || echo -n no; echo -n ' '; done | sed 's/ $//')"
+
+###########################################################################
+# (a) Routing.
+C "SELECT rl_zone_set('za', 'token_bucket', 10, '1 hour')" >/dev/null
+ZA=$(zone_id za)
+for w in 1 2; do
+	key=K$w port=W${w}_PORT
+	check "(a) worker $w's key ${!key}: 10 of 15 calls through the coordinator admitted (zone of 10)" 10 \
+		"$(allowed_of "$(calls "$C_PORT" 15 "SELECT rl_limit('za', '${!key}')")")"
+	check "(a) ... its state row is in its shard on worker $w" 1 "$(state_rows "${!port}" za "${!key}")"
+	check "(a) ... and seen through the coordinator" "1|0" \
+		"$(C "SELECT count(*) || '|' || min(tokens) FROM ratelimit.state WHERE key = '${!key}' AND zone_id = $ZA")"
+done
+check "(a) the calls were decided on the keys' workers (decided: coordinator, w1, w2)" "0 15 15" "$(decided "$ZA")"
+C "SELECT rl_zone_set('zp', 'token_bucket', 2, '1 hour')" >/dev/null
+ZP=$(zone_id zp)
+out=$(PGPORT=$C_PORT "$RL_PG_BIN/psql" -X -q -tA -d postgres 2>&1 <<SQL
+PREPARE p(text) AS SELECT rl_limit('zp', \$1);
+$(for _ in 1 2 3 4 5 6 7; do echo "EXECUTE p('$K2');"; done)
+SQL
+)
+check "(a) PREPARE/EXECUTE x 7 (generic plans) on worker 2's key: 2 admitted (zone of 2)" 2 "$(allowed_of "$out")"
+check "(a) ... all 7 decided on worker 2" "0 0 7" "$(decided "$ZP")"
+check "(a) ... its state row is in its shard on worker 2" 1 "$(state_rows "$W2_PORT" zp "$K2")"
+
+###########################################################################
+# (b) Zone coherence, sessions already open.
+C "SELECT rl_zone_set('zc', 'token_bucket', 3, '1 hour')" "SELECT rl_zone_set('zd', 'token_bucket', 3, '1 hour')" >/dev/null
+session_open sc "$C_PORT"
+session_open sw "$W1_PORT"
+check "(b) open coordinator session: capacity 3" 3 "$(capacity_of "$(session_run sc "SELECT rl_limit('zc', '$K1')")")"
+check "(b) open coordinator session, worker 2's key: capacity 3" 3 "$(capacity_of "$(session_run sc "SELECT rl_limit('zc', '$K2')")")"
+check "(b) open worker-1 session, its own key: capacity 3" 3 "$(capacity_of "$(session_run sw "SELECT rl_limit('zc', '$K1B')")")"
+check "(b) open worker-1 session, worker 2's key: capacity 3" 3 "$(capacity_of "$(session_run sw "SELECT rl_limit('zc', '$K2')")")"
+session_run sc "SELECT rl_limit('zd', '$K1')" >/dev/null
+session_run sw "SELECT rl_limit('zd', '$K1B')" >/dev/null
+check "(b) rl_zone_set changes an existing zone's rate (3 -> 10)" ok "$(C "SELECT err_of('SELECT rl_zone_set(''zc'', rate => 10)')")"
+check "(b) ... rl_zone_set on an existing zone: no error text" "" "$(C "SELECT rl_zone_set('zc', burst => 10)" | grep -m1 ERROR)"
+check "(b) the open coordinator session's next call sees capacity 10" 10 "$(capacity_of "$(session_run sc "SELECT rl_limit('zc', '$K1')")")"
+check "(b) ... and for worker 2's key" 10 "$(capacity_of "$(session_run sc "SELECT rl_limit('zc', '$K2')")")"
+check "(b) the open worker-1 session sees capacity 10 (own key)" 10 "$(capacity_of "$(session_run sw "SELECT rl_limit('zc', '$K1B')")")"
+check "(b) ... and for worker 2's key" 10 "$(capacity_of "$(session_run sw "SELECT rl_limit('zc', '$K2')")")"
+check "(b) a new session straight on worker 2 sees capacity 10" 10 "$(capacity_of "$(on "$W2_PORT" "SELECT rl_limit('zc', '$K2B')")")"
+# Dropped and made again: the open sessions must write under the new id.
+old_zd=$(zone_id zd)
+check "(b) rl_zone_drop then rl_zone_set of the same name" "ok|ok" \
+	"$(C "SELECT err_of('SELECT rl_zone_drop(''zd'')') || '|' || err_of('SELECT rl_zone_set(''zd'', ''token_bucket'', 7, ''1 hour'')')")"
+new_zd=$(zone_id zd)
+echo "# zd: id $old_zd dropped, now $new_zd"
+check "(b) the open coordinator session's call sees the new zone (capacity 7)" 7 "$(capacity_of "$(session_run sc "SELECT rl_limit('zd', '$K1')")")"
+check "(b) ... its key's state is under the new zone id only" "$new_zd" \
+	"$(C "SELECT string_agg(DISTINCT zone_id::text, ',') FROM ratelimit.state WHERE key = '$K1' AND zone_id IN ($old_zd, $new_zd)")"
+check "(b) the open worker-1 session's call sees the new zone (capacity 7)" 7 "$(capacity_of "$(session_run sw "SELECT rl_limit('zd', '$K1B')")")"
+check "(b) ... its key's state is under the new zone id only" "$new_zd" \
+	"$(C "SELECT string_agg(DISTINCT zone_id::text, ',') FROM ratelimit.state WHERE key = '$K1B' AND zone_id IN ($old_zd, $new_zd)")"
+
+###########################################################################
+# (c) Shmem zones.
+C "SELECT rl_zone_set('zs', 'token_bucket', 5, '1 hour', store => 'shmem')" >/dev/null
+ZS=$(zone_id zs)
+routed=$(allowed_of "$(calls "$C_PORT" 10 "SELECT rl_limit('zs', '$K1')")")
+check "(c) 10 routed calls on worker 1's key: 5 admitted" 5 "$routed"
+check "(c) ... decided on worker 1" "0 10 0" "$(decided "$ZS")"
+out=$(PGPORT=$C_PORT "$RL_PG_BIN/psql" -X -q -tA -d postgres -v VERBOSITY=verbose 2>&1 <<SQL
+\set VERBOSITY verbose
+BEGIN;
+$(for _ in $(seq 1 10); do echo "SELECT rl_limit('zs', '$K1');"; done)
+COMMIT;
+SQL
+)
+in_txn=$(allowed_of "$out")
+state=$(grep -m1 -oE '^ERROR:  [0-9A-Z]{5}' <<<"$out" | cut -c9-)
+echo "# (c) in BEGIN ... COMMIT: $in_txn admitted; first error: $(grep -m1 '^ERROR' <<<"$out")"
+decided_now=$(decided "$ZS")
+if [ -n "$state" ]; then
+	check "(c) a call inside BEGIN ... COMMIT on the coordinator is refused with 0A000" 0A000 "$state"
+	check "(c) ... with a message that says why" yes "$(grep -m1 '^ERROR' <<<"$out" | grep -qiE 'shmem|transaction' && echo yes || echo no)"
+else
+	check "(c) calls inside BEGIN ... COMMIT on the coordinator decided on worker 1 (decided: coordinator, w1, w2)" "0 20 0" "$decided_now"
+fi
+check "(c) 10 routed + 10 in-transaction calls on a zone of 5 admit at most 5" yes \
+	"$([ $((routed + in_txn)) -le 5 ] && echo yes || echo "no: $((routed + in_txn))")"
+check "(c) no call was decided on the coordinator" 0 "$(cut -d' ' -f1 <<<"$decided_now")"
+# Straight on worker 2 for worker 1's key: decided on worker 1 or refused.
+C "SELECT rl_zone_set('zs2', 'token_bucket', 5, '1 hour', store => 'shmem')" >/dev/null
+a=$(allowed_of "$(calls "$C_PORT" 5 "SELECT rl_limit('zs2', '$K1')")")
+b=$(allowed_of "$(calls "$W2_PORT" 5 "SELECT rl_limit('zs2', '$K1')")")
+check "(c) 5 routed calls + 5 straight on worker 2 for worker 1's key (zone of 5) admit at most 5" yes \
+	"$([ $((a + b)) -le 5 ] && echo yes || echo "no: $a routed + $b on worker 2")"
+check "(c) ... none decided on worker 2 (decided: coordinator, w1, w2)" 0 "$(decided "$(zone_id zs2)" | cut -d' ' -f3)"
+
+# A call Citus does not delegate (a field of the result): decided on the
+# key's worker or refused, never on the coordinator.
+C "SELECT rl_zone_set('zs3', 'token_bucket', 5, '1 hour', store => 'shmem')" >/dev/null
+a=$(allowed_of "$(calls "$C_PORT" 5 "SELECT rl_limit('zs3', '$K1')")")
+out=$(calls "$C_PORT" 5 "SELECT (rl_limit('zs3', '$K1')).allowed")
+b=$(grep -c '^t$' <<<"$out")
+echo "# (c) SELECT (rl_limit(...)).allowed on the coordinator: $b admitted; first error: $(grep -m1 '^ERROR' <<<"$out")"
+check "(c) 5 routed calls + 5 SELECT (rl_limit(...)).allowed (not delegated) on a zone of 5 admit at most 5" yes \
+	"$([ $((a + b)) -le 5 ] && echo yes || echo "no: $a routed + $b")"
+check "(c) ... none decided on the coordinator" 0 "$(decided "$(zone_id zs3)" | cut -d' ' -f1)"
+
+###########################################################################
+# (d) Concurrency: pgbench through the coordinator on 200 keys, twice: the
+# key a constant in each statement (\set: Citus delegates the call to the
+# key's worker), and the key an expression of random() (not delegated: the
+# coordinator decides, reaching the shard through Citus's router).
+CAP=40 RATE=1 PGB_SECONDS=${CITUS_PGBENCH_SECONDS:-10}
+# per_key ZONE: "key admitted calls" per key of ZONE's history: through the
+# coordinator when ratelimit.history is a Citus table, else each node's own
+# table added up.
+per_key() {
+	if [ -n "$(C "SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'ratelimit.history'::regclass")" ]; then
+		C "SELECT key || ' ' || count(*) FILTER (WHERE allowed) || ' ' || count(*) FROM ratelimit.history WHERE zone = '$1' GROUP BY key"
+	else
+		local port
+		for port in "$C_PORT" "$W1_PORT" "$W2_PORT"; do
+			on "$port" "SELECT key || ' ' || count(*) FILTER (WHERE allowed) || ' ' || count(*) FROM ratelimit.history WHERE zone = '$1' GROUP BY key"
+		done | awk '{ a[$1] += $2; c[$1] += $3 } END { for (k in a) print k, a[k], c[k] }'
+	fi
+}
+# concurrency ZONE LABEL SCRIPT: one pgbench run (4 clients) and its checks.
+# Sets XACTS, PER_KEY.
+concurrency() {
+	local zone=$1 label=$2 t0 t1 status elapsed bound
+	C "SELECT rl_zone_set('$zone', 'token_bucket', $RATE, '1 second', burst => $CAP, history => true)" >/dev/null
+	printf '%s\n' "$3" >"$WORK/$zone.pgbench"
+	t0=$(date +%s.%N)
+	PGPORT=$C_PORT "$RL_PG_BIN/pgbench" -n -c 4 -j 4 -T "$PGB_SECONDS" -f "$WORK/$zone.pgbench" postgres >"$WORK/$zone.log" 2>&1
+	status=$?
+	t1=$(date +%s.%N)
+	XACTS=$(sed -n 's/^number of transactions actually processed: \([0-9]*\)$/\1/p' "$WORK/$zone.log")
+	elapsed=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%d", b - a + 1 }')
+	echo "# (d) $label: $XACTS calls in <= $elapsed s ($(sed -n 's/^tps = \([0-9.]*\) (without.*/\1/p' "$WORK/$zone.log") tps); decided (coordinator, w1, w2): $(decided "$(zone_id "$zone")")"
+	check "(d) $label: pgbench 4 clients x $PGB_SECONDS s through the coordinator, no failed transaction" "0 0" \
+		"$status $(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' "$WORK/$zone.log")"
+	PER_KEY=$(per_key "$zone")
+	bound=$((CAP + RATE * elapsed))
+	check "(d) $label: every call is in the history" "${XACTS:-none}" "$(awk '{ s += $3 } END { print s + 0 }' <<<"$PER_KEY")"
+	check "(d) $label: no key admitted more than capacity + rate x elapsed ($bound)" 0 \
+		"$(awk -v b="$bound" '$2 > b { n++ } END { print n + 0 }' <<<"$PER_KEY")"
+	check "(d) $label: the limit was reached (some key refused)" yes \
+		"$(awk '$3 > $2 { n++ } END { print (n > 0) ? "yes" : "no" }' <<<"$PER_KEY")"
+	echo "# (d) $label: keys $(wc -l <<<"$PER_KEY"), refused at least once $(awk '$3 > $2 { n++ } END { print n + 0 }' <<<"$PER_KEY"), most admitted $(awk '$2 > m { m = $2 } END { print m + 0 }' <<<"$PER_KEY")"
+}
+concurrency zq2 "key an expression (decided on the coordinator)" \
+	"SELECT rl_limit('zq2', 'k' || (random() * 199)::int);"
+concurrency zq "key a constant (routed)" \
+	"\\set k random(0, 199)
+SELECT rl_limit('zq', 'k' || :k);"
+check "(d) key a constant: every call decided on a worker (coordinator's share)" 0 \
+	"$(decided "$(zone_id zq)" | cut -d' ' -f1)"
+per_key=$PER_KEY xacts=$XACTS
+total_allowed=$(awk '{ s += $2 } END { print s + 0 }' <<<"$per_key")
+
+###########################################################################
+# (e) Monitoring from the coordinator.
+out=$(C "SELECT count(DISTINCT node_of(key)) || '|' || count(*) FROM rl_keys WHERE zone = 'zq'")
+check "(e) rl_keys through the coordinator: keys of both workers, one row per key" "2|$(wc -l <<<"$per_key")" "$out"
+check "(e) ratelimit.history through the coordinator: rows of both workers, every call" "2|$xacts" \
+	"$(C "SELECT count(DISTINCT node_of(key)) || '|' || count(*) FROM ratelimit.history WHERE zone = 'zq'")"
+out=$(C "SELECT string_agg(success::text || ':' || result, ' ' ORDER BY nodeid) FROM run_command_on_all_nodes(\$\$SELECT coalesce(sum(allowed), 0) FROM rl_counters WHERE zone = 'zq'\$\$)")
+echo "# rl_counters allowed for zq on each node (coordinator, w1, w2): $out"
+# Per node (each its own decisions: they add up to the history's), or
+# gathered (every node shows the cluster's total).
+check "(e) rl_counters on every node (run_command_on_all_nodes): all answer; per node they add up to the history's allowed, or each shows that total" \
+	"true true true $total_allowed" \
+	"$(awk -v t="$total_allowed" '{ s = 0; ok = ""; all = 1; for (i = 1; i <= NF; i++) { split($i, p, ":"); ok = ok p[1] " "; s += p[2]; if (p[2] != t) all = 0 } print ok (all ? t : s) }' <<<"$out")"
+check "(e) rl_counters straight on worker 1 answers" yes \
+	"$(on "$W1_PORT" "SELECT count(*) FROM rl_counters" | grep -qE '^[0-9]+$' && echo yes || on "$W1_PORT" "SELECT count(*) FROM rl_counters" | head -1)"
+
+###########################################################################
+# (f) Straight on worker 1.
+C "SELECT rl_zone_set('zf', 'token_bucket', 5, '1 hour')" >/dev/null
+check "(f) on worker 1, its own key: 5 of 8 admitted (zone of 5)" 5 \
+	"$(allowed_of "$(calls "$W1_PORT" 8 "SELECT rl_limit('zf', '$K1B')")")"
+check "(f) ... the state row is in worker 1's shard" 1 "$(state_rows "$W1_PORT" zf "$K1B")"
+check "(f) on worker 1, worker 2's key: 5 of 8 admitted" 5 \
+	"$(allowed_of "$(calls "$W1_PORT" 8 "SELECT rl_limit('zf', '$K2B')")")"
+check "(f) ... the state row is in worker 2's shard" 1 "$(state_rows "$W2_PORT" zf "$K2B")"
+check "(f) ... the key's remaining seen through the coordinator" 0 \
+	"$(C "SELECT tokens FROM ratelimit.state WHERE key = '$K2B' AND zone_id = $(zone_id zf)")"
+
+###########################################################################
+# (h) A shard moved under load: calls on a key of worker 1 (each routed
+# there, working on its shard directly) while Citus moves that shard to
+# worker 2.  The move waits for the calls holding the shard and they for
+# it; afterwards the calls follow the shard.
+C "SELECT rl_zone_set('zm', 'token_bucket', 3000, '1 hour', history => true)" >/dev/null
+KM=$(key_on "$W1_PORT" m)
+SHARD=$(C "SELECT get_shard_id_for_distribution_column('ratelimit.state', '$KM')")
+printf "SELECT rl_limit('zm', '%s');\n" "$KM" >"$WORK/move.pgbench"
+t0=$(date +%s)
+PGPORT=$C_PORT "$RL_PG_BIN/pgbench" -n -M prepared -c 4 -j 4 -T 10 -f "$WORK/move.pgbench" postgres >"$WORK/move.log" 2>&1 &
+pgbench_pid=$!
+sleep 3
+move_out=$(C "SELECT citus_move_shard_placement($SHARD, '127.0.0.1', $W1_PORT, '127.0.0.1', $W2_PORT, shard_transfer_mode => 'block_writes')")
+wait "$pgbench_pid"
+elapsed=$(( $(date +%s) - t0 + 1 ))
+check "(h) citus_move_shard_placement of key $KM's shard to worker 2, under load, succeeds" "" "$move_out"
+check "(h) ... the shard is on worker 2 now" "$W2_PORT" "$(C "SELECT node_of('$KM')")"
+check "(h) ... no call failed (pgbench: failed transactions)" 0 \
+	"$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' "$WORK/move.log")"
+moved_calls=$(sed -n 's/^number of transactions actually processed: \([0-9]*\)$/\1/p' "$WORK/move.log")
+check "(h) ... every call is in the history" "${moved_calls:-none}" \
+	"$(C "SELECT count(*) FROM ratelimit.history WHERE zone = 'zm' AND key = '$KM'")"
+check "(h) ... admitted no more than capacity + rate x elapsed ($((3000 + elapsed)))" yes \
+	"$(C "SELECT CASE WHEN count(*) FILTER (WHERE allowed) <= 3000 + $elapsed THEN 'yes' ELSE count(*) FILTER (WHERE allowed)::text END FROM ratelimit.history WHERE zone = 'zm' AND key = '$KM'")"
+echo "# (h) $moved_calls calls in ${elapsed} s, $(C "SELECT count(*) FILTER (WHERE allowed) FROM ratelimit.history WHERE zone = 'zm' AND key = '$KM'") admitted"
+check "(h) ... and the key's state is in its shard on worker 2, as the history says" \
+	"$(C "SELECT greatest(3000 - count(*) FILTER (WHERE allowed), 0) FROM ratelimit.history WHERE zone = 'zm' AND key = '$KM'")" \
+	"$(on "$W2_PORT" "SELECT tokens FROM $(C "SELECT shard_of('$KM')") WHERE key = '$KM' AND zone_id = $(zone_id zm)")"
+
+###########################################################################
+for name in citusc citusw1 citusw2; do
+	check "(g) $name: no server process terminated by a signal" no \
+		"$(grep -qE 'terminated by signal|was terminated' "$RL_ROOT/.cluster/$name/server.log" && echo yes || echo no)"
+done
+
+echo "1..$n"
+echo "# citus: $((n - failed)) passed, $failed failed"
+[ "$failed" -eq 0 ]
