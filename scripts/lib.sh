@@ -238,6 +238,21 @@ rl_check() {
 	fi
 }
 
+# Numbered TAP for the scripts under test/ that end with "1..$n":
+# rl_check_numbered NAME EXPECTED ACTUAL prints "ok N - NAME" or "not ok
+# N - NAME" with both values, and counts into n and failed (set them to 0
+# first).
+rl_check_numbered() {
+	n=$((n + 1))
+	if [ "$2" = "$3" ]; then
+		echo "ok $n - $1"
+	else
+		echo "not ok $n - $1"
+		printf '#   expected: %s\n#        got: %s\n' "$2" "$(head -c 2000 <<<"$3" | sed '2,$s/^/#             /')"
+		failed=$((failed + 1))
+	fi
+}
+
 # For the scripts under test/: SQL that creates public.err_of(statement),
 # which runs the statement and returns its SQLSTATE and hint, or "ok" when
 # it raises nothing.

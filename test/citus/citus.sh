@@ -58,17 +58,7 @@ cleanup() {
 trap cleanup EXIT
 
 n=0 failed=0
-# check NAME EXPECTED ACTUAL: one numbered TAP line.
-check() {
-	n=$((n + 1))
-	if [ "$2" = "$3" ]; then
-		echo "ok $n - $1"
-	else
-		echo "not ok $n - $1"
-		printf '#   expected: %s\n#        got: %s\n' "$2" "$(head -c 2000 <<<"$3" | sed '2,$s/^/#             /')"
-		failed=$((failed + 1))
-	fi
-}
+check() { rl_check_numbered "$@"; }
 has() { grep -qF -- "$1" <<<"$2" && echo yes || echo no; }	# has TEXT OUTPUT
 C() { on "$C_PORT" "$@"; }
 

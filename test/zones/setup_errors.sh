@@ -31,17 +31,7 @@ trap 'rl_clusters_stop zsetnoshm zsetnocron' EXIT
 DB=rl_zones_setup
 CLOCK='2026-01-01 00:00:00+00'
 n=0 failed=0
-# check NAME EXPECTED ACTUAL: one numbered TAP line.
-check() {
-	n=$((n + 1))
-	if [ "$2" = "$3" ]; then
-		echo "ok $n - $1"
-	else
-		echo "not ok $n - $1"
-		printf '#   expected: %s\n#        got: %s\n' "$2" "$3"
-		failed=$((failed + 1))
-	fi
-}
+check() { rl_check_numbered "$@"; }
 # q SQL [DB]: one statement at $CLOCK; its output, or psql's error.
 q() { rl_psql -d "${2:-$DB}" -tA -c "SET ratelimit.now_override = '$CLOCK'" -c "$1" 2>&1; }
 # err SQL [DB]: "SQLSTATE hint" of the statement's error, "ok" if none.
