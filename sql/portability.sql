@@ -78,6 +78,17 @@ SELECT rl_zone_set('portable_shm', 'token_bucket', 5, '1 minute', store => 'shme
 SELECT (rl_limit('portable_shm', 'k1')).remaining;
 SELECT (rl_limit('portable_shm', 'citus')).remaining;
 SELECT rl_zone_drop('portable_shm');
+-- A table Citus holds otherwise (a reference or Citus-local table) has no
+-- shard map: every key goes through SQL.
+SET allow_system_table_mods = on;
+UPDATE pg_catalog.pg_dist_partition SET partmethod = 'n';
+RESET allow_system_table_mods;
+\c
+SET ratelimit.now_override = '2026-01-01 00:00:00+00';
+SET ratelimit.table_access = direct;
+SELECT rl_token_bucket('k1', 1, 10);
+SET ratelimit.table_access = auto;
+SELECT rl_token_bucket('k1', 1, 10) AS k1_through_sql;
 DROP TABLE ratelimit.state_1, ratelimit.state_2;
 SET allow_system_table_mods = on;
 DELETE FROM pg_extension WHERE extname = 'citus';

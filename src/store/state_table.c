@@ -44,14 +44,16 @@ static ShardRange *shards = NULL;
 static int	shard_count = 0;
 
 /*
- * The distributed table's shards, sorted by hash range; false when the
- * table is not hash-distributed by Citus (no Citus, or a local table).
+ * Whether Citus distributes the table; if by hash, its shards sorted by hash
+ * range.  A table Citus holds otherwise (a reference or Citus-local table)
+ * gets no map: every key is then reached through SQL.
  */
 static bool
 LoadShardMap(Oid relid)
 {
 	Oid			argtypes[1] = {OIDOID};
 	Datum		values[1] = {ObjectIdGetDatum(relid)};
+	bool		distributed;
 	int			n = 0;
 
 	if (!OidIsValid(get_extension_oid("citus", true)))
@@ -66,15 +68,16 @@ LoadShardMap(Oid relid)
 							  "       (SELECT groupid FROM pg_catalog.pg_dist_local_group))"
 							  " THEN pg_catalog.to_regclass(pg_catalog.shard_name(s.logicalrelid, s.shardid))"
 							  " END::pg_catalog.oid"
-							  " FROM pg_catalog.pg_dist_shard s"
-							  " JOIN pg_catalog.pg_dist_partition d"
-							  "   ON d.logicalrelid OPERATOR(pg_catalog.=) s.logicalrelid"
-							  " WHERE s.logicalrelid OPERATOR(pg_catalog.=) $1"
+							  " FROM pg_catalog.pg_dist_partition d"
+							  " LEFT JOIN pg_catalog.pg_dist_shard s"
+							  "   ON s.logicalrelid OPERATOR(pg_catalog.=) d.logicalrelid"
 							  "   AND d.partmethod OPERATOR(pg_catalog.=) 'h'"
+							  " WHERE d.logicalrelid OPERATOR(pg_catalog.=) $1"
 							  " ORDER BY 2",
 							  1, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the Citus shards of ratelimit.state");
-	if (SPI_processed > 0)
+	distributed = SPI_processed > 0;
+	if (distributed)
 	{
 		ShardRange *map = MemoryContextAlloc(TopMemoryContext, sizeof(ShardRange) * SPI_processed);
 
@@ -82,20 +85,28 @@ LoadShardMap(Oid relid)
 		{
 			HeapTuple	tuple = SPI_tuptable->vals[i];
 			TupleDesc	desc = SPI_tuptable->tupdesc;
-			bool		isnull;
-			Datum		local = SPI_getbinval(tuple, desc, 4, &isnull);
+			bool		no_shard;
+			bool		no_min;
+			bool		no_max;
+			bool		elsewhere;
+			Datum		shard_id = SPI_getbinval(tuple, desc, 1, &no_shard);
+			Datum		min_hash = SPI_getbinval(tuple, desc, 2, &no_min);
+			Datum		max_hash = SPI_getbinval(tuple, desc, 3, &no_max);
+			Datum		local = SPI_getbinval(tuple, desc, 4, &elsewhere);
 
-			map[n].shard_id = DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull));
-			map[n].min_hash = DatumGetInt32(SPI_getbinval(tuple, desc, 2, &isnull));
-			map[n].max_hash = DatumGetInt32(SPI_getbinval(tuple, desc, 3, &isnull));
-			map[n].local_relid = isnull ? InvalidOid : DatumGetObjectId(local);
+			if (no_shard || no_min || no_max)
+				continue;
+			map[n].shard_id = DatumGetInt64(shard_id);
+			map[n].min_hash = DatumGetInt32(min_hash);
+			map[n].max_hash = DatumGetInt32(max_hash);
+			map[n].local_relid = elsewhere ? InvalidOid : DatumGetObjectId(local);
 			n++;
 		}
 		shards = map;
 	}
 	SPI_finish();
 	shard_count = n;
-	return n > 0;
+	return distributed;
 }
 
 static void

@@ -29,7 +29,7 @@ TableStoreForKey(text *key)
 						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 						 errmsg("ratelimit.table_access = direct needs the key's rows in a local heap table"),
 						 errdetail("ratelimit.state is %s.",
-								   table->is_distributed ? "distributed by Citus, and the key's shard is on another node"
+								   table->is_distributed ? "held by Citus, and the key's shard is not a table of this node"
 								   : "not a heap table"),
 						 errhint("Set ratelimit.table_access to auto or spi.")));
 			return &RlTableDirectStore;
