@@ -36,6 +36,8 @@
 #   (h) a shard moved to the other worker under load (pgbench on one key
 #       while citus_move_shard_placement runs): no call fails, none
 #       over-admits, every call is recorded, the state follows the shard
+#   (i) rl_limit_trigger on a table distributed by the trigger's key column
+#       and colocated with the state: 2 rows of 3 per key, the third RL429
 #   (g) no server process of any node was terminated by a signal.
 set -uo pipefail
 source "$(dirname "$0")/../../scripts/lib.sh"
@@ -381,6 +383,22 @@ echo "# (h) $moved_calls calls in ${elapsed} s, $(C "SELECT count(*) FILTER (WHE
 check "(h) ... and the key's state is in its shard on worker 2, as the history says" \
 	"$(C "SELECT greatest(3000 - count(*) FILTER (WHERE allowed), 0) FROM ratelimit.history WHERE zone = 'zm' AND key = '$KM'")" \
 	"$(on "$W2_PORT" "SELECT tokens FROM $(C "SELECT shard_of('$KM')") WHERE key = '$KM' AND zone_id = $(zone_id zm)")"
+
+###########################################################################
+# (i) rl_limit_trigger on a distributed table keyed by its distribution
+# column and colocated with the state: each row is decided on its worker,
+# on the key's shard.
+C "SELECT rl_zone_set('zt', 'token_bucket', 2, '1 hour')" >/dev/null
+out=$(C 'SET client_min_messages = warning' 'SET citus.enable_unsafe_triggers = on' \
+	'CREATE TABLE public.comments (user_id text COLLATE "C", body text)' \
+	"CREATE TRIGGER comments_limit BEFORE INSERT ON public.comments FOR EACH ROW EXECUTE FUNCTION rl_limit_trigger('zt', 'user_id')" \
+	"SELECT create_distributed_table('public.comments', 'user_id', colocate_with => 'ratelimit.state')")
+check "(i) a table with rl_limit_trigger, distributed by its key colocated with the state" "" "$(grep ERROR <<<"$out")"
+for k in "$K1" "$K2"; do
+	check "(i) key $k (worker $([ "$k" = "$K1" ] && echo 1 || echo 2)): 2 rows of 3 inserted through the coordinator, the third refused with RL429" "ok ok RL429" \
+		"$(for _ in 1 2 3; do C "SELECT err_of(\$\$INSERT INTO public.comments VALUES ('$k', 'hi')\$\$)" | cut -d' ' -f1; done | tr '\n' ' ' | sed 's/ $//')"
+done
+check "(i) ... the rows are in the table" 4 "$(C 'SELECT count(*) FROM public.comments')"
 
 ###########################################################################
 for name in citusc citusw1 citusw2; do
