@@ -11,6 +11,8 @@
 #include "catalog/pg_type_d.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/lsyscache.h"
 
 #include "base/args.h"
 #include "base/clock.h"
@@ -19,6 +21,7 @@
 #include "base/spi_exec.h"
 #include "decision/algorithms.h"
 #include "decision/decide.h"
+#include "store/state_table.h"
 
 static void
 RequireCostNotNegative(const RlCall *call)
@@ -140,12 +143,61 @@ RequireWritable(const RlCall *call, const RlStore *store, const char *function)
 					 "without history: rl_zone_set(..., store => 'shmem', history => false).")));
 }
 
+#define HISTORY_COLUMNS "(txn_id, recorded_at, zone, key, cost, allowed) VALUES ($1, $2, $3, $4, $5, $6)"
+
+static Oid	history_argtypes[6] = {INT8OID, TIMESTAMPTZOID, TEXTOID, TEXTOID, INT4OID, BOOLOID};
+
+/* The prepared INSERT into each shard of the history placed here (Citus). */
+typedef struct ShardInsert
+{
+	Oid			shard;
+	SPIPlanPtr	plan;
+} ShardInsert;
+
+static HTAB *shard_inserts = NULL;
+
+/*
+ * On Citus a key's requests go into its history shard on this node as into
+ * any local table: SQL on the distributed table would plan and execute it
+ * through Citus (tens of microseconds a row).
+ */
+static SPIPlanPtr
+HistoryInsertPlan(text *key)
+{
+	static SPIPlanPtr table_plan = NULL;
+	Oid			shard = RlHistoryShardOfKey(key);
+	ShardInsert *entry;
+	bool		found;
+
+	if (!OidIsValid(shard))
+		return RlKeepPlan(&table_plan, "INSERT INTO " RL_INTERNAL_SCHEMA ".history " HISTORY_COLUMNS,
+						  6, history_argtypes);
+	if (shard_inserts == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(Oid);
+		ctl.entrysize = sizeof(ShardInsert);
+		shard_inserts = hash_create("ratelimit history shards", 64, &ctl, HASH_ELEM | HASH_BLOBS);
+	}
+	entry = hash_search(shard_inserts, &shard, HASH_ENTER, &found);
+	if (!found)
+		entry->plan = NULL;
+	if (entry->plan == NULL)
+	{
+		char	   *name = quote_qualified_identifier(get_namespace_name(get_rel_namespace(shard)),
+													  get_rel_name(shard));
+
+		(void) RlKeepPlan(&entry->plan, psprintf("INSERT INTO %s " HISTORY_COLUMNS, name),
+						  6, history_argtypes);
+	}
+	return entry->plan;
+}
+
 /* Appends the request to ratelimit.history (as its owner). */
 static void
 RecordHistory(RlCall *call)
 {
-	static SPIPlanPtr plan = NULL;
-	Oid			argtypes[6] = {INT8OID, TIMESTAMPTZOID, TEXTOID, TEXTOID, INT4OID, BOOLOID};
 	Datum		values[6];
 	int64		txn_id = (int64) U64FromFullTransactionId(GetTopFullTransactionId());
 	Oid			relid = RlInternalTable("history");
@@ -161,10 +213,7 @@ RecordHistory(RlCall *call)
 	values[5] = BoolGetDatum(call->decision.allowed);
 
 	RlSpiConnectAs(RlRelationOwner(relid), &session);
-	if (SPI_execute_plan(RlKeepPlan(&plan, "INSERT INTO " RL_INTERNAL_SCHEMA ".history"
-									" (txn_id, recorded_at, zone, key, cost, allowed)"
-									" VALUES ($1, $2, $3, $4, $5, $6)", 6, argtypes),
-						 values, NULL, false, 0) != SPI_OK_INSERT)
+	if (SPI_execute_plan(HistoryInsertPlan(call->request.key.key), values, NULL, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not record ratelimit history");
 	RlSpiFinish(&session);
 	call->recorded = true;

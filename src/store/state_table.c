@@ -20,8 +20,10 @@
 #include "storage/lmgr.h"
 #include "utils/builtins.h"
 #include "utils/inval.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/snapmgr.h"
 
 #include "base/spi_exec.h"
 #include "store/state_table.h"
@@ -32,16 +34,35 @@ typedef struct ShardRange
 	int32		min_hash;
 	int32		max_hash;
 	uint64		shard_id;
+	uint32		shard_index;	/* its place among the table's shards */
+	uint32		colocation_id;
 	Oid			local_relid;	/* InvalidOid: placed on another node */
 } ShardRange;
 
-/* Citus's lock class for shard metadata (resource_lock.h): moves take it exclusively. */
+/*
+ * Citus's locks on shard metadata (its resource_lock.h), which a shard move
+ * or split takes exclusively and its writers share: per shard index of a
+ * colocation group, or per shard where the table has no group.
+ */
 #define CITUS_SHARD_METADATA_LOCK_CLASS 4
+#define CITUS_COLOCATED_SHARDS_METADATA_LOCK_CLASS 8
+
+/* A table's shards on Citus, sorted by hash range. */
+typedef struct ShardMap
+{
+	ShardRange *ranges;
+	int			count;
+} ShardMap;
 
 static RlStateTable state_table;
 static bool state_table_valid = false;
-static ShardRange *shards = NULL;
-static int	shard_count = 0;
+static ShardMap state_shards;
+
+/* ratelimit.history, distributed beside the state by rl_citus_setup(). */
+static Oid	history_relid = InvalidOid;
+static bool history_valid = false;
+static bool history_distributed = false;
+static ShardMap history_shards;
 
 /*
  * Whether Citus distributes the table; if by hash, its shards sorted by hash
@@ -49,37 +70,48 @@ static int	shard_count = 0;
  * gets no map: every key is then reached through SQL.
  */
 static bool
-LoadShardMap(Oid relid)
+LoadShardMap(Oid relid, ShardMap *map)
 {
 	Oid			argtypes[1] = {OIDOID};
 	Datum		values[1] = {ObjectIdGetDatum(relid)};
 	bool		distributed;
 	int			n = 0;
+	SPIPlanPtr	plan;
 
+	if (map->ranges != NULL)
+		pfree(map->ranges);
+	map->ranges = NULL;
+	map->count = 0;
 	if (!OidIsValid(get_extension_oid("citus", true)))
 		return false;
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	if (SPI_execute_with_args("SELECT s.shardid, s.shardminvalue::pg_catalog.int4,"
-							  " s.shardmaxvalue::pg_catalog.int4,"
-							  " CASE WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_dist_placement p"
-							  "   WHERE p.shardid OPERATOR(pg_catalog.=) s.shardid"
-							  "   AND p.groupid OPERATOR(pg_catalog.=)"
-							  "       (SELECT groupid FROM pg_catalog.pg_dist_local_group))"
-							  " THEN pg_catalog.to_regclass(pg_catalog.shard_name(s.logicalrelid, s.shardid))"
-							  " END::pg_catalog.oid"
-							  " FROM pg_catalog.pg_dist_partition d"
-							  " LEFT JOIN pg_catalog.pg_dist_shard s"
-							  "   ON s.logicalrelid OPERATOR(pg_catalog.=) d.logicalrelid"
-							  "   AND d.partmethod OPERATOR(pg_catalog.=) 'h'"
-							  " WHERE d.logicalrelid OPERATOR(pg_catalog.=) $1"
-							  " ORDER BY 2",
-							  1, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not read the Citus shards of ratelimit.state");
+	/*
+	 * Under the latest snapshot, not the statement's: a call that waited for
+	 * a shard move must see where the move put the shard.
+	 */
+	plan = SPI_prepare("SELECT s.shardid, s.shardminvalue::pg_catalog.int4,"
+					   " s.shardmaxvalue::pg_catalog.int4,"
+					   " CASE WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_dist_placement p"
+					   "   WHERE p.shardid OPERATOR(pg_catalog.=) s.shardid"
+					   "   AND p.groupid OPERATOR(pg_catalog.=)"
+					   "       (SELECT groupid FROM pg_catalog.pg_dist_local_group))"
+					   " THEN pg_catalog.to_regclass(pg_catalog.shard_name(s.logicalrelid, s.shardid))"
+					   " END::pg_catalog.oid, d.colocationid"
+					   " FROM pg_catalog.pg_dist_partition d"
+					   " LEFT JOIN pg_catalog.pg_dist_shard s"
+					   "   ON s.logicalrelid OPERATOR(pg_catalog.=) d.logicalrelid"
+					   "   AND d.partmethod OPERATOR(pg_catalog.=) 'h'"
+					   " WHERE d.logicalrelid OPERATOR(pg_catalog.=) $1"
+					   " ORDER BY 2", 1, argtypes);
+	if (plan == NULL ||
+		SPI_execute_snapshot(plan, values, NULL, GetLatestSnapshot(), InvalidSnapshot,
+							 true, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the Citus shards of %s", get_rel_name(relid));
 	distributed = SPI_processed > 0;
 	if (distributed)
 	{
-		ShardRange *map = MemoryContextAlloc(TopMemoryContext, sizeof(ShardRange) * SPI_processed);
+		ShardRange *ranges = MemoryContextAlloc(TopMemoryContext, sizeof(ShardRange) * SPI_processed);
 
 		for (uint64 i = 0; i < SPI_processed; i++)
 		{
@@ -93,19 +125,23 @@ LoadShardMap(Oid relid)
 			Datum		min_hash = SPI_getbinval(tuple, desc, 2, &no_min);
 			Datum		max_hash = SPI_getbinval(tuple, desc, 3, &no_max);
 			Datum		local = SPI_getbinval(tuple, desc, 4, &elsewhere);
+			bool		no_group;
+			Datum		colocation_id = SPI_getbinval(tuple, desc, 5, &no_group);
 
 			if (no_shard || no_min || no_max)
 				continue;
-			map[n].shard_id = DatumGetInt64(shard_id);
-			map[n].min_hash = DatumGetInt32(min_hash);
-			map[n].max_hash = DatumGetInt32(max_hash);
-			map[n].local_relid = elsewhere ? InvalidOid : DatumGetObjectId(local);
+			ranges[n].shard_id = DatumGetInt64(shard_id);
+			ranges[n].min_hash = DatumGetInt32(min_hash);
+			ranges[n].max_hash = DatumGetInt32(max_hash);
+			ranges[n].local_relid = elsewhere ? InvalidOid : DatumGetObjectId(local);
+			ranges[n].shard_index = n;
+			ranges[n].colocation_id = no_group ? 0 : DatumGetUInt32(colocation_id);
 			n++;
 		}
-		shards = map;
+		map->ranges = ranges;
 	}
 	SPI_finish();
-	shard_count = n;
+	map->count = n;
 	return distributed;
 }
 
@@ -114,6 +150,8 @@ InvalidateStateTable(Datum arg, Oid relid)
 {
 	if (relid == InvalidOid || relid == state_table.relid)
 		state_table_valid = false;
+	if (relid == InvalidOid || relid == history_relid)
+		history_valid = false;
 }
 
 const RlStateTable *
@@ -135,12 +173,7 @@ RlGetStateTable(void)
 		state_table.owner = rel->rd_rel->relowner;
 		state_table.is_heap = (rel->rd_rel->relam == HEAP_TABLE_AM_OID);
 		table_close(rel, AccessShareLock);
-		if (shards != NULL)
-		{
-			pfree(shards);
-			shards = NULL;
-		}
-		state_table.is_distributed = LoadShardMap(relid);
+		state_table.is_distributed = LoadShardMap(relid, &state_shards);
 		state_table_valid = true;
 	}
 	return &state_table;
@@ -148,25 +181,46 @@ RlGetStateTable(void)
 
 /* The shard whose hash range holds key, as Citus routes it (hashtext, "C"). */
 static const ShardRange *
-ShardOfKey(text *key)
+ShardOfKey(const ShardMap *map, text *key)
 {
 	int32		hash = DatumGetInt32(DirectFunctionCall1Coll(hashtext, C_COLLATION_OID,
 															 PointerGetDatum(key)));
 	int			low = 0;
-	int			high = shard_count - 1;
+	int			high = map->count - 1;
 
 	while (low <= high)
 	{
 		int			mid = low + (high - low) / 2;
 
-		if (hash < shards[mid].min_hash)
+		if (hash < map->ranges[mid].min_hash)
 			high = mid - 1;
-		else if (hash > shards[mid].max_hash)
+		else if (hash > map->ranges[mid].max_hash)
 			low = mid + 1;
 		else
-			return &shards[mid];
+			return &map->ranges[mid];
 	}
 	return NULL;
+}
+
+/*
+ * As Citus's own writers do: a shard move or split waits for us, and we for
+ * it.  False when the wait let in an invalidation: read the map again (it
+ * may point elsewhere now).
+ */
+static bool
+LockShardAgainstMoves(const ShardRange *shard, const bool *map_valid)
+{
+	LOCKTAG		tag;
+
+	if (shard->colocation_id != 0)
+		SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, shard->shard_index, shard->colocation_id,
+							 CITUS_COLOCATED_SHARDS_METADATA_LOCK_CLASS);
+	else
+		SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (shard->shard_id >> 32),
+							 (uint32) shard->shard_id, CITUS_SHARD_METADATA_LOCK_CLASS);
+	(void) LockAcquire(&tag, ShareLock, false, false);
+	AcceptInvalidationMessages();
+	return *map_valid;
 }
 
 Oid
@@ -176,24 +230,38 @@ RlStateRelationOfKey(text *key)
 	{
 		const RlStateTable *table = RlGetStateTable();
 		const ShardRange *shard;
-		LOCKTAG		tag;
 
 		if (!table->is_distributed)
 			return table->relid;
-		shard = ShardOfKey(key);
+		shard = ShardOfKey(&state_shards, key);
 		if (shard == NULL || !OidIsValid(shard->local_relid))
 			return InvalidOid;
+		if (LockShardAgainstMoves(shard, &state_table_valid))
+			return shard->local_relid;
+	}
+}
 
-		/*
-		 * As Citus's own writers do: a shard move or split waits for us, and
-		 * we for it, after which the map is read again (it may point
-		 * elsewhere now).
-		 */
-		SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (shard->shard_id >> 32),
-							 (uint32) shard->shard_id, CITUS_SHARD_METADATA_LOCK_CLASS);
-		(void) LockAcquire(&tag, ShareLock, false, false);
-		AcceptInvalidationMessages();
-		if (state_table_valid)
+Oid
+RlHistoryShardOfKey(text *key)
+{
+	for (;;)
+	{
+		const ShardRange *shard;
+
+		if (!history_valid)
+		{
+			history_relid = RlInternalTable("history");
+			if (!OidIsValid(history_relid))
+				return InvalidOid;
+			history_distributed = LoadShardMap(history_relid, &history_shards);
+			history_valid = true;
+		}
+		if (!history_distributed)
+			return InvalidOid;
+		shard = ShardOfKey(&history_shards, key);
+		if (shard == NULL || !OidIsValid(shard->local_relid))
+			return InvalidOid;
+		if (LockShardAgainstMoves(shard, &history_valid))
 			return shard->local_relid;
 	}
 }

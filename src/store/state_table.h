@@ -25,6 +25,13 @@ extern const RlStateTable *RlGetStateTable(void);
  */
 extern Oid	RlStateRelationOfKey(text *key);
 
+/*
+ * On Citus, the shard of ratelimit.history that holds key's requests when it
+ * is placed on this node (locked as above); InvalidOid otherwise (not
+ * distributed, or placed elsewhere): then SQL reaches the table.
+ */
+extern Oid	RlHistoryShardOfKey(text *key);
+
 extern void RlStateTableInit(void);
 
 #endif							/* RL_STATE_TABLE_H */
