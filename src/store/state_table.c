@@ -203,15 +203,20 @@ ShardOfKey(const ShardMap *map, text *key)
 }
 
 /*
- * As Citus's own writers do: a shard move or split waits for us, and we for
- * it.  False when the wait let in an invalidation: read the map again (it
- * may point elsewhere now).
+ * Where the key's shard in map is, when it is placed on this node:
+ * share-locked, as Citus's own writers do (a shard move or split waits for
+ * us, and we for it).  False when the wait let in a change of the map: look
+ * again (it may point elsewhere now).
  */
 static bool
-LockShardAgainstMoves(const ShardRange *shard, const bool *map_valid)
+LocalShardOfKey(const ShardMap *map, const bool *map_valid, text *key, Oid *relid)
 {
+	const ShardRange *shard = ShardOfKey(map, key);
 	LOCKTAG		tag;
 
+	*relid = InvalidOid;
+	if (shard == NULL || !OidIsValid(shard->local_relid))
+		return true;
 	if (shard->colocation_id != 0)
 		SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, shard->shard_index, shard->colocation_id,
 							 CITUS_COLOCATED_SHARDS_METADATA_LOCK_CLASS);
@@ -220,34 +225,35 @@ LockShardAgainstMoves(const ShardRange *shard, const bool *map_valid)
 							 (uint32) shard->shard_id, CITUS_SHARD_METADATA_LOCK_CLASS);
 	(void) LockAcquire(&tag, ShareLock, false, false);
 	AcceptInvalidationMessages();
-	return *map_valid;
+	if (!*map_valid)
+		return false;
+	*relid = shard->local_relid;
+	return true;
 }
 
 Oid
 RlStateRelationOfKey(text *key)
 {
+	Oid			relid;
+
 	for (;;)
 	{
 		const RlStateTable *table = RlGetStateTable();
-		const ShardRange *shard;
 
 		if (!table->is_distributed)
 			return table->relid;
-		shard = ShardOfKey(&state_shards, key);
-		if (shard == NULL || !OidIsValid(shard->local_relid))
-			return InvalidOid;
-		if (LockShardAgainstMoves(shard, &state_table_valid))
-			return shard->local_relid;
+		if (LocalShardOfKey(&state_shards, &state_table_valid, key, &relid))
+			return relid;
 	}
 }
 
 Oid
 RlHistoryShardOfKey(text *key)
 {
+	Oid			relid;
+
 	for (;;)
 	{
-		const ShardRange *shard;
-
 		if (!history_valid)
 		{
 			history_relid = RlInternalTable("history");
@@ -258,11 +264,8 @@ RlHistoryShardOfKey(text *key)
 		}
 		if (!history_distributed)
 			return InvalidOid;
-		shard = ShardOfKey(&history_shards, key);
-		if (shard == NULL || !OidIsValid(shard->local_relid))
-			return InvalidOid;
-		if (LockShardAgainstMoves(shard, &history_valid))
-			return shard->local_relid;
+		if (LocalShardOfKey(&history_shards, &history_valid, key, &relid))
+			return relid;
 	}
 }
 
