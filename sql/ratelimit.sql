@@ -622,36 +622,43 @@ AS $fn$
     GROUP BY 1
 $fn$;
 
+-- On Citus: what query (one JSON array) gives on every node, an element a
+-- row.  A node that cannot be reached is named in a WARNING.
+CREATE FUNCTION ratelimit.on_every_node(query text)
+RETURNS SETOF json
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    node record;
+BEGIN
+    FOR node IN SELECT r.nodeid, r.success, r.result FROM run_command_on_all_nodes(query) r LOOP
+        IF node.success THEN
+            RETURN QUERY SELECT json_array_elements(node.result::json);
+        ELSE
+            RAISE WARNING 'Citus node % could not be read: %', node.nodeid, node.result;
+        END IF;
+    END LOOP;
+END
+$fn$;
+
 -- On Citus each node counts what it decided: the counters of every node,
--- added up (a node that cannot be reached is named in a WARNING).
+-- added up.
 CREATE FUNCTION ratelimit.counters(
     OUT zone text, OUT allowed bigint, OUT refused bigint, OUT evicted bigint, OUT full bigint)
 RETURNS SETOF record
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $fn$
-DECLARE
-    nodes json;
-    node json;
 BEGIN
     IF NOT ratelimit.state_is_distributed() THEN
         RETURN QUERY SELECT * FROM ratelimit.node_counters();
         RETURN;
     END IF;
-    SELECT json_agg(json_build_object('node', r.nodeid, 'success', r.success, 'result', r.result))
-    INTO nodes
-    FROM run_command_on_all_nodes('SELECT coalesce(json_agg(c), ''[]'') FROM ratelimit.node_counters() c') r;
-    FOR node IN SELECT * FROM json_array_elements(nodes) LOOP
-        IF NOT (node->>'success')::boolean THEN
-            RAISE WARNING 'rl_counters: the counters of Citus node % could not be read: %',
-                node->>'node', node->>'result';
-        END IF;
-    END LOOP;
     RETURN QUERY
     SELECT c.zone, sum(c.allowed)::bigint, sum(c.refused)::bigint, sum(c.evicted)::bigint, sum(c."full")::bigint
-    FROM json_array_elements(nodes) n,
-         json_to_recordset(CASE WHEN (n->>'success')::boolean THEN (n->>'result')::json ELSE '[]' END)
-             AS c(zone text, allowed bigint, refused bigint, evicted bigint, "full" bigint)
+    FROM ratelimit.on_every_node('SELECT coalesce(json_agg(c), ''[]'') FROM ratelimit.node_counters() c') n,
+         json_to_record(n) AS c(zone text, allowed bigint, refused bigint, evicted bigint, "full" bigint)
     GROUP BY c.zone;
 END
 $fn$;
@@ -703,8 +710,9 @@ SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
     held record;
+    distributed constant boolean := ratelimit.state_is_distributed();
 BEGIN
-    IF NOT ratelimit.state_is_distributed() THEN
+    IF NOT distributed THEN
         RETURN QUERY
         SELECT z.zone, s.key, 'table'::text, p.capacity, p.remaining, p.reset_after, s.updated_at
         FROM ratelimit.state s
@@ -731,7 +739,7 @@ BEGIN
            NULL::bigint, CASE s.zone_id WHEN 0 THEN s.tokens END, NULL::interval, s.updated_at
     FROM ratelimit.state s
     WHERE s.zone_id OPERATOR(pg_catalog.<=) 0 AND s.part OPERATOR(pg_catalog.=) 0;
-    IF NOT ratelimit.state_is_distributed() THEN
+    IF NOT distributed THEN
         RETURN QUERY
         SELECT k.zone, k.key, 'shmem'::text, k.capacity, k.remaining, k.reset_after, k.updated_at
         FROM ratelimit.node_shmem_keys() k;
@@ -739,11 +747,9 @@ BEGIN
         -- Each node's shared memory holds the keys of its shards.
         RETURN QUERY
         SELECT k.zone, k.key, 'shmem'::text, k.capacity, k.remaining, k.reset_after, k.updated_at
-        FROM run_command_on_all_nodes(
-                 'SELECT coalesce(json_agg(k), ''[]'') FROM ratelimit.node_shmem_keys() k') r,
-             json_to_recordset(CASE WHEN r.success THEN r.result::json ELSE '[]' END)
-                 AS k(zone text, key text, capacity bigint, remaining bigint,
-                      reset_after interval, updated_at timestamptz);
+        FROM ratelimit.on_every_node('SELECT coalesce(json_agg(k), ''[]'') FROM ratelimit.node_shmem_keys() k') n,
+             json_to_record(n) AS k(zone text, key text, capacity bigint, remaining bigint,
+                                    reset_after interval, updated_at timestamptz);
     END IF;
 END
 $fn$;

@@ -1,7 +1,8 @@
 /*
  * monitor.c -- what the monitoring views read from C: rl_keys' shmem rows
- * (ratelimit.shmem_keys()) and rl_counters' counts
- * (ratelimit.shmem_counters()).
+ * (ratelimit.shmem_keys()), rl_counters' counts (ratelimit.shmem_counters())
+ * and whether they must gather every Citus node's
+ * (ratelimit.state_is_distributed()).
  */
 #include "postgres.h"
 
@@ -12,9 +13,11 @@
 #include "base/clock.h"
 #include "base/counters.h"
 #include "store/shmem_store.h"
+#include "store/state_table.h"
 
 PG_FUNCTION_INFO_V1(rl_shmem_keys);
 PG_FUNCTION_INFO_V1(rl_shmem_counters);
+PG_FUNCTION_INFO_V1(rl_state_is_distributed);
 
 typedef struct KeysScan
 {
@@ -98,4 +101,11 @@ rl_shmem_counters(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 	RlVisitCounters(PutCountersRow, fcinfo->resultinfo);
 	PG_RETURN_VOID();
+}
+
+/* ratelimit.state_is_distributed(): by Citus, on this node's catalog. */
+Datum
+rl_state_is_distributed(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(RlGetStateTable()->is_distributed);
 }

@@ -17,12 +17,10 @@
 #include "decision/decide.h"
 #include "decision/zone.h"
 #include "store/shmem_store.h"
-#include "store/state_table.h"
 
 PG_FUNCTION_INFO_V1(rl_check_zone);
 PG_FUNCTION_INFO_V1(rl_zone_changed);
 PG_FUNCTION_INFO_V1(rl_zones_changed);
-PG_FUNCTION_INFO_V1(rl_state_is_distributed);
 PG_FUNCTION_INFO_V1(rl_forget_zone_state);
 PG_FUNCTION_INFO_V1(rl_flush_zone_state);
 
@@ -173,11 +171,4 @@ rl_flush_zone_state(PG_FUNCTION_ARGS)
 {
 	RlFlushZoneState(PG_GETARG_INT32(0));
 	PG_RETURN_VOID();
-}
-
-/* ratelimit.state_is_distributed(): by Citus, on this node's catalog. */
-Datum
-rl_state_is_distributed(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_BOOL(RlGetStateTable()->is_distributed);
 }

@@ -200,7 +200,7 @@ RecordHistory(RlCall *call)
 {
 	Datum		values[6];
 	int64		txn_id = (int64) U64FromFullTransactionId(GetTopFullTransactionId());
-	Oid			relid = RlInternalTable("history");
+	Oid			relid = RlHistoryTable();
 	RlSpiSession session;
 
 	if (!OidIsValid(relid))

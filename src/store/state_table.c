@@ -248,21 +248,27 @@ RlStateRelationOfKey(text *key)
 }
 
 Oid
+RlHistoryTable(void)
+{
+	if (!history_valid)
+	{
+		history_relid = RlInternalTable("history");
+		if (!OidIsValid(history_relid))
+			return InvalidOid;
+		history_distributed = LoadShardMap(history_relid, &history_shards);
+		history_valid = true;
+	}
+	return history_relid;
+}
+
+Oid
 RlHistoryShardOfKey(text *key)
 {
 	Oid			relid;
 
 	for (;;)
 	{
-		if (!history_valid)
-		{
-			history_relid = RlInternalTable("history");
-			if (!OidIsValid(history_relid))
-				return InvalidOid;
-			history_distributed = LoadShardMap(history_relid, &history_shards);
-			history_valid = true;
-		}
-		if (!history_distributed)
+		if (!OidIsValid(RlHistoryTable()) || !history_distributed)
 			return InvalidOid;
 		if (LocalShardOfKey(&history_shards, &history_valid, key, &relid))
 			return relid;

@@ -25,6 +25,9 @@ extern const RlStateTable *RlGetStateTable(void);
  */
 extern Oid	RlStateRelationOfKey(text *key);
 
+/* ratelimit.history, looked up again after a change to it; InvalidOid when missing. */
+extern Oid	RlHistoryTable(void);
+
 /*
  * On Citus, the shard of ratelimit.history that holds key's requests when it
  * is placed on this node (locked as above); InvalidOid otherwise (not

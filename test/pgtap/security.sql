@@ -25,7 +25,7 @@ SET LOCAL timezone = 'UTC';
 SET LOCAL datestyle = 'ISO, YMD';
 SET LOCAL client_min_messages = warning;
 
-SELECT plan(283);
+SELECT plan(285);
 
 LOAD 'ratelimit';
 SET LOCAL ratelimit.now_override = '2026-01-01 00:00:00+00';
@@ -450,6 +450,7 @@ LANGUAGE sql AS $$
         'SELECT ratelimit.node_shmem_keys()',
         'SELECT ratelimit.zones_changed()',
         'SELECT ratelimit.state_is_distributed()',
+        $s$SELECT ratelimit.on_every_node('SELECT ''[]''')$s$,
         'SELECT rl_citus_setup()',
         $s$SELECT ratelimit.check_zone('token_bucket', 1, '1 s', NULL, 'table')$s$,
         'SELECT ratelimit.forget_zone_state(1)',
