@@ -7,6 +7,7 @@ OBJS = \
 	src/api/drop_extension.o \
 	src/api/gc.o \
 	src/api/http_guard.o \
+	src/api/leases.o \
 	src/api/monitor.o \
 	src/api/privilege_hint.o \
 	src/api/token_bucket.o \
@@ -19,6 +20,7 @@ OBJS = \
 	src/store/row_direct.o \
 	src/store/row_spi.o \
 	src/store/shmem_file.o \
+	src/store/shmem_leases.o \
 	src/store/shmem_sets.o \
 	src/store/shmem_store.o \
 	src/store/state_table.o \
@@ -30,8 +32,10 @@ OBJS = \
 	src/base/counters.o \
 	src/base/settings.o \
 	src/base/spi_exec.o \
+	src/base/wait_lines.o \
 	src/core/client_address.o \
 	src/core/counter_algorithms.o \
+	src/core/leases.o \
 	src/core/sliding_window.o \
 	src/core/token_bucket.o
 

@@ -95,7 +95,7 @@ CREATE TABLE ratelimit.zone (
                 CHECK (zone <> '' AND octet_length(zone) <= 128),
     algorithm   text NOT NULL
                 CHECK (algorithm IN ('token_bucket', 'gcra', 'sliding_window',
-                                     'sliding_window_counter', 'fixed_window')),
+                                     'sliding_window_counter', 'fixed_window', 'concurrency')),
     -- requests per period; a fraction for token_bucket and gcra (5.5 per
     -- second is counted as 11 per 2 seconds)
     rate        numeric NOT NULL CHECK (rate > 0),
@@ -451,6 +451,54 @@ AS 'MODULE_PATHNAME', 'rl_reset'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION rl_reset(text, text) IS 'Forgets a key''s state in a zone; true when it had some';
 
+-- rl_limit that waits: a refused call sleeps (on the latch: no lock held,
+-- cancel and statement_timeout interrupt it) until its tokens are due, and
+-- tries again, until admitted or timeout has passed.  When the tokens would
+-- come only after the deadline it returns the refusal at once.  timeout
+-- NULL: as long as it takes.  Waiters on one key are served in arrival
+-- order when ratelimit is preloaded.
+CREATE FUNCTION rl_wait(zone text, key text, cost int DEFAULT 1, timeout interval DEFAULT NULL)
+RETURNS rl_result
+AS 'MODULE_PATHNAME', 'rl_wait'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION rl_wait(text, text, int, interval) IS
+    'rl_limit that sleeps until the call is admitted or timeout has passed (NULL: no timeout); waiters on a key go in arrival order where ratelimit is preloaded';
+
+-- Leases: a concurrency zone (algorithm => 'concurrency') admits rate
+-- leases of a key at once; period is a lease's default time to live.
+-- rl_acquire takes a slot and returns the lease (NULL when refused, with
+-- retry_after until the first held lease lapses); rl_release gives it back.
+-- A lease not released lapses by itself after its ttl.  Table store: a
+-- rolled-back rl_acquire holds nothing.  Shmem store: a lease goes when the
+-- session that took it ends.  The C code builds rl_lease by position.
+CREATE TYPE rl_lease AS (
+    lease       text,
+    allowed     boolean,
+    slots       bigint,
+    remaining   bigint,
+    retry_after interval,
+    expires_at  timestamptz,
+    txn_id      bigint,
+    would_allow boolean,
+    zone        text
+);
+COMMENT ON TYPE rl_lease IS
+    'A lease of a concurrency zone: the lease to pass to rl_release (NULL when refused), allowed, the zone''s slots and how many are free, when to retry (refused only), when the lease lapses, the history transaction id, what the limit decided (would_allow), the zone';
+
+CREATE FUNCTION rl_acquire(zone text, key text, ttl interval DEFAULT NULL)
+RETURNS rl_lease
+AS 'MODULE_PATHNAME', 'rl_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION rl_acquire(text, text, interval) IS
+    'Takes one of the concurrency zone''s slots for key until rl_release, or until ttl (NULL: the zone''s period) has passed; refused when every slot is held';
+
+CREATE FUNCTION rl_release(lease text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rl_release'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION rl_release(text) IS
+    'Gives back the slot of a lease rl_acquire returned; false when it had lapsed or was released already';
+
 -- Several limits, one decision: admitted only if every zone admits, and
 -- when one refuses none is charged.  The result is the most restrictive
 -- zone's: of the refusing zones the longest wait, else the fewest left.
@@ -757,6 +805,31 @@ $fn$;
 CREATE VIEW rl_keys AS SELECT * FROM ratelimit.keys();
 COMMENT ON VIEW rl_keys IS
     'Keys with rate-limit state, per zone and store, with what they have left now (admins only)';
+
+-- The leases held now, in both stores (the nonces stay hidden: a reader of
+-- the view cannot release them).  holder_pid: the session a shmem lease
+-- goes with.
+CREATE FUNCTION ratelimit.lease_list(
+    OUT zone_id int, OUT key text, OUT expires_at timestamptz, OUT holder_pid int, OUT store text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'rl_leases'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION ratelimit.leases(
+    OUT zone text, OUT key text, OUT expires_at timestamptz, OUT holder_pid int, OUT store text)
+RETURNS SETOF record
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+    SELECT z.zone, l.key, l.expires_at, l.holder_pid, l.store
+    FROM ratelimit.lease_list() l
+    JOIN ratelimit.zone z ON z.zone_id OPERATOR(pg_catalog.=) l.zone_id
+    ORDER BY z.zone, l.key, l.expires_at
+$fn$;
+
+CREATE VIEW rl_leases AS SELECT * FROM ratelimit.leases();
+COMMENT ON VIEW rl_leases IS
+    'Leases of concurrency zones held now: zone, key, when each lapses, the session a shmem lease goes with (admins only)';
 
 
 -- ===========================================================================
@@ -1248,6 +1321,8 @@ BEGIN
             ('rl_peek(text, text, integer)', '$2'),
             ('rl_reset(text, text)', '$2'),
             ('rl_refund(text, text, integer)', '$2'),
+            ('rl_wait(text, text, integer, interval)', '$2'),
+            ('rl_acquire(text, text, interval)', '$2'),
             ('rl_token_bucket(text, double precision, double precision, integer)', '$1'),
             ('rl_gcra(text, integer, integer, double precision, integer)', '$1')) AS f(signature, key_arg)
     LOOP
@@ -1281,18 +1356,18 @@ BEGIN
     CASE privileges
     WHEN 'limit' THEN
         RETURN ARRAY['rl_limit', 'rl_token_bucket', 'rl_sliding_window', 'rl_gcra', 'rl_peek',
-                     'rl_http_guard', 'rl_limit_trigger'];
+                     'rl_http_guard', 'rl_limit_trigger', 'rl_wait', 'rl_acquire', 'rl_release'];
     WHEN 'refund' THEN
         -- Not with 'limit': a role that may refund its own key is not
         -- limited at all (PostgREST publishes every function it may run).
         RETURN ARRAY['rl_refund'];
     WHEN 'monitor' THEN
         -- The views call these as their reader: it needs EXECUTE on them.
-        RETURN ARRAY['rl_zones', 'rl_counters', 'rl_keys', 'counters', 'keys'];
+        RETURN ARRAY['rl_zones', 'rl_counters', 'rl_keys', 'rl_leases', 'counters', 'keys', 'leases'];
     ELSE
         RAISE EXCEPTION 'unknown privilege set "%"', left(privileges, 128)
             USING ERRCODE = '22023',
-                  HINT = 'Use ''limit'' (the decision functions), ''refund'' (rl_refund) or ''monitor'' (the views rl_zones, rl_counters and rl_keys).';
+                  HINT = 'Use ''limit'' (the decision functions), ''refund'' (rl_refund) or ''monitor'' (the views rl_zones, rl_counters, rl_keys and rl_leases).';
     END CASE;
 END
 $fn$;

@@ -21,8 +21,10 @@
 #include "api/privilege_hint.h"
 #include "base/counters.h"
 #include "base/settings.h"
+#include "base/wait_lines.h"
 #include "decision/zone.h"
 #include "store/shmem_file.h"
+#include "store/shmem_leases.h"
 #include "store/state_table.h"
 #include "store/table_cache.h"
 
@@ -40,6 +42,8 @@ ShmemRequest(void)
 		prev_shmem_request_hook();
 	RlCountersRequest();
 	RlShmemStoreRequest();
+	RlWaitLinesRequest();
+	RlShmemLeasesRequest();
 }
 
 static void
@@ -49,6 +53,8 @@ ShmemStartup(void)
 		prev_shmem_startup_hook();
 	RlCountersStartup();
 	RlShmemStoreStartup();
+	RlWaitLinesStartup();
+	RlShmemLeasesStartup();
 }
 
 void
@@ -59,6 +65,7 @@ _PG_init(void)
 	if (process_shared_preload_libraries_in_progress)
 	{
 		RlShmemStoreInit();
+		RlShmemLeasesInit();
 		prev_shmem_request_hook = shmem_request_hook;
 		shmem_request_hook = ShmemRequest;
 		prev_shmem_startup_hook = shmem_startup_hook;

@@ -70,6 +70,19 @@ RowIdle(const GcRow *r, TimestampTz now, bool has_max_window, int64 max_window_u
 			return false;		/* corrupt: rl_reset's business */
 		return rl_sw_idle(&zone.limit, &window, now);
 	}
+	else if (zone.limit.algorithm == RL_ALGORITHM_CONCURRENCY)
+	{
+		/* Only once every lease has lapsed: a held lease is a slot taken. */
+		int32		room = r->row.entries != NULL ? VARSIZE_ANY_EXHDR(r->row.entries) / RL_LEASE_BYTES + 1 : 1;
+		RlLease    *leases = palloc(sizeof(RlLease) * room);
+		int32		count;
+
+		if (!rl_leases_decode(r->row.entries != NULL ? (const uint8_t *) VARDATA_ANY(r->row.entries) : NULL,
+							  r->row.entries != NULL ? VARSIZE_ANY_EXHDR(r->row.entries) : 0,
+							  leases, room, &count))
+			return false;		/* corrupt: rl_reset's business */
+		return rl_leases_idle(leases, count, now);
+	}
 	else
 	{
 		RlCounterState state = {r->row.tokens, r->row.fraction, r->row.stamp, r->row.counter};

@@ -12,10 +12,12 @@
 #include "utils/builtins.h"
 
 #include "base/args.h"
+#include "base/clock.h"
 #include "decision/decide.h"
 
 PG_FUNCTION_INFO_V1(rl_limit);
 PG_FUNCTION_INFO_V1(rl_limit_zones);
+PG_FUNCTION_INFO_V1(rl_wait);
 PG_FUNCTION_INFO_V1(rl_refund);
 PG_FUNCTION_INFO_V1(rl_sliding_window);
 PG_FUNCTION_INFO_V1(rl_peek);
@@ -126,6 +128,34 @@ rl_limit(PG_FUNCTION_ARGS)
 
 	PrepareZoneCall(fcinfo, &call, true);
 	RlTake(&call, "rl_limit()");
+	return ResultDatum(fcinfo, &call);
+}
+
+/*
+ * rl_wait(zone, key, cost, timeout): rl_limit that sleeps until admitted;
+ * a NULL timeout waits as long as it takes (statement_timeout still applies).
+ */
+Datum
+rl_wait(PG_FUNCTION_ARGS)
+{
+	RlCall		call;
+	int64		timeout_us = -1;
+
+	if (!PG_ARGISNULL(3))
+	{
+		__int128	micros = RlIntervalTotalMicros(PG_GETARG_INTERVAL_P(3));
+
+		if (micros < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("timeout must not be negative"),
+					 errhint("Use 0 for a single attempt, NULL to wait as long as it takes.")));
+		/* Beyond the longest period nothing changes: as good as no deadline. */
+		if (micros <= RL_MAX_PERIOD_US)
+			timeout_us = (int64) micros;
+	}
+	PrepareZoneCall(fcinfo, &call, true);
+	RlWait(&call, timeout_us, "rl_wait()");
 	return ResultDatum(fcinfo, &call);
 }
 

@@ -14,6 +14,8 @@
 #include "utils/datetime.h"
 #include "utils/guc.h"
 #include "utils/relcache.h"
+#include "storage/proc.h"
+#include "utils/wait_event.h"
 
 #if PG_VERSION_NUM >= 160000
 #include "parser/parse_relation.h"
@@ -126,6 +128,35 @@ RlIndexBeginScan(Relation heap, Relation index, Snapshot snapshot, int nkeys)
 	return index_beginscan(heap, index, snapshot, NULL, nkeys, 0);
 #else
 	return index_beginscan(heap, index, snapshot, nkeys, 0);
+#endif
+}
+
+/* This backend's slot in the process array: a number from 17, a field before. */
+static inline int
+RlMyProcNumber(void)
+{
+#if PG_VERSION_NUM >= 170000
+	return MyProcNumber;
+#else
+	return MyProc->pgprocno;
+#endif
+}
+
+/*
+ * What pg_stat_activity shows while rl_wait sleeps: an event of its own
+ * from 17, the generic "Extension" before.
+ */
+static inline uint32
+RlWaitEventInfo(void)
+{
+#if PG_VERSION_NUM >= 170000
+	static uint32 event = 0;
+
+	if (event == 0)
+		event = WaitEventExtensionNew("RateLimitWait");
+	return event;
+#else
+	return PG_WAIT_EXTENSION;
 #endif
 }
 

@@ -501,6 +501,10 @@ rl_zone_limit(RlAlgorithm algorithm, int64_t rate, int64_t period_us, int64_t bu
 		return RL_ZONE_BURST_INVALID;
 	if (algorithm == RL_ALGORITHM_SLIDING_WINDOW && rate > RL_SLIDING_WINDOW_MAX_LIMIT)
 		return RL_ZONE_LIMIT_TOO_LARGE_FOR_EXACT;
+	// A concurrency zone's state lists every lease held; its period is the
+	// default lease time to live.
+	if (algorithm == RL_ALGORITHM_CONCURRENCY && rate > RL_CONCURRENCY_MAX_SLOTS)
+		return RL_ZONE_TOO_MANY_SLOTS;
 	*limit = RlZoneLimit{algorithm, rate, period_us, capacity, 0};
 	return RL_ZONE_OK;
 }
@@ -529,6 +533,8 @@ rl_counter_take(const RlZoneLimit *limit, const RlCounterState *prior, int64_t n
 			return CronTokenBucketTake(*limit, prior, now_us, cost, next);
 		case RL_ALGORITHM_SLIDING_WINDOW:
 			break;				// has a state of its own: rl_sw_take
+		case RL_ALGORITHM_CONCURRENCY:
+			break;				// holds leases, not a counter: rl_leases_acquire
 	}
 	RlDecision refused{};
 	refused.capacity = limit->capacity;
@@ -563,6 +569,8 @@ rl_counter_refund(const RlZoneLimit *limit, const RlCounterState *prior, int64_t
 				break;
 			case RL_ALGORITHM_SLIDING_WINDOW:
 				break;			// has a state of its own: rl_sw_refund
+			case RL_ALGORITHM_CONCURRENCY:
+				break;			// a lease is released, not refunded: rl_leases_release
 		}
 	}
 	const bool changed = prior != nullptr && !SameCounterState(refunded, *prior);

@@ -108,7 +108,8 @@ typedef enum RlAlgorithm
 	RL_ALGORITHM_SLIDING_WINDOW,
 	RL_ALGORITHM_SLIDING_WINDOW_COUNTER,
 	RL_ALGORITHM_FIXED_WINDOW,
-	RL_ALGORITHM_CRON_TOKEN_BUCKET	/* token_bucket with refill => 'cron' */
+	RL_ALGORITHM_CRON_TOKEN_BUCKET,	/* token_bucket with refill => 'cron' */
+	RL_ALGORITHM_CONCURRENCY	/* leases: rate slots held at once (leases.cpp) */
 } RlAlgorithm;
 
 /*
@@ -135,7 +136,8 @@ typedef enum RlZoneError
 	RL_ZONE_PERIOD_INVALID,		/* period <= 0 or above RL_MAX_PERIOD_US */
 	RL_ZONE_BURST_INVALID,		/* burst <= 0 or above RL_MAX_LIMIT */
 	RL_ZONE_BURST_NOT_APPLICABLE,	/* burst given to a window algorithm */
-	RL_ZONE_LIMIT_TOO_LARGE_FOR_EXACT	/* sliding_window above its maximum */
+	RL_ZONE_LIMIT_TOO_LARGE_FOR_EXACT,	/* sliding_window above its maximum */
+	RL_ZONE_TOO_MANY_SLOTS		/* concurrency above RL_CONCURRENCY_MAX_SLOTS */
 } RlZoneError;
 
 /* A validated zone limit. */
@@ -373,6 +375,82 @@ bool		rl_sw_refund(const RlZoneLimit *limit, RlSlidingWindowState *state,
 int32_t		rl_sw_encode_header(const RlSlidingWindowState *state, uint8_t *out) RL_NOEXCEPT;
 bool		rl_sw_decode_header(const uint8_t *bytes, int32_t len, int64_t admitted,
 								int64_t stamp_us, RlSlidingWindowState *state) RL_NOEXCEPT;
+
+/* ---------------------------------------------------------------------------
+ * Concurrency (leases, leases.cpp): at most capacity leases of a key are
+ * held at once.  A lease is acquired before some work and released after
+ * it; one not released by expires_us lapses by itself, so a crashed client
+ * never holds its slot for ever.  The key's state is the list of leases it
+ * holds (encoded in the row's bytes, RL_LEASE_BYTES each), plus the latest
+ * decision time (the clock never runs backwards for a key).
+ * ------------------------------------------------------------------------- */
+
+/* Largest number of slots of a concurrency zone: its state lists every lease. */
+#define RL_CONCURRENCY_MAX_SLOTS INT64_C(10000)
+
+/* Encoded size of one lease. */
+#define RL_LEASE_BYTES 24
+
+typedef struct RlLease
+{
+	uint64_t	nonce;			/* the lease's secret part: random, from the glue */
+	int64_t		expires_us;		/* held until then unless released; <= now: lapsed */
+	int32_t		holder_pid;		/* the session that holds it where that matters; 0: none */
+	int32_t		holder_proc;	/* that session's process slot (the glue tells it is gone) */
+} RlLease;
+
+/*
+ * Decodes a key's leases from len bytes (NULL or 0 bytes: none) into leases,
+ * which has room for max.  False when the bytes are not a whole number of
+ * leases or hold more than max (corrupt state).
+ */
+bool		rl_leases_decode(const uint8_t *bytes, int32_t len, RlLease *leases, int32_t max,
+							 int32_t *count) RL_NOEXCEPT;
+
+/* Encodes count leases into out (count * RL_LEASE_BYTES bytes); returns the length. */
+int32_t		rl_leases_encode(const RlLease *leases, int32_t count, uint8_t *out) RL_NOEXCEPT;
+
+/*
+ * Acquires wanted (its nonce, expires_us and holder set by the caller) at
+ * now_us against the limit's capacity: the leases that have lapsed at now
+ * are dropped first (in place, order kept), then wanted is appended if a
+ * slot is free; leases must have room for *count + 1.  A wanted that has
+ * lapsed at now already (expires_us <= the decision time) is granted but
+ * not appended: it would hold no slot.  stamp_us is the key's latest
+ * decision time (0 for a new key, which makes a now before the epoch count
+ * as 0: INT64_MIN does not); a now before it counts as it.  The decision:
+ * capacity; remaining, the free slots after the call (0 when refused, even
+ * above a lowered capacity); retry_after_us when refused, until enough
+ * held leases lapse for a slot to be free (the first, unless the key holds
+ * more than a since lowered capacity); reset_after_us until the last one
+ * does (0 when none is held); decided_at_us; state_changed when leases
+ * were dropped or added (store the list and decided_at_us as the new
+ * stamp).  Every wait saturates at INT64_MAX.
+ */
+RlDecision	rl_leases_acquire(const RlZoneLimit *limit, RlLease *leases, int32_t *count,
+							  int64_t stamp_us, int64_t now_us,
+							  const RlLease *wanted) RL_NOEXCEPT;
+
+/*
+ * Releases the lease of nonce at now_us, dropping lapsed leases as acquire
+ * does.  *released says whether it was held (a lapsed lease is not: its
+ * slot may already be another's).  The decision is what an acquire would
+ * see next (allowed when a slot is free, without taking it, remaining the
+ * free slots); state_changed when a lease was released or dropped.
+ */
+RlDecision	rl_leases_release(const RlZoneLimit *limit, RlLease *leases, int32_t *count,
+							  int64_t stamp_us, int64_t now_us, uint64_t nonce,
+							  bool *released) RL_NOEXCEPT;
+
+/*
+ * What an acquire at now_us would decide, changing nothing (leases is not
+ * compacted; state_changed is false).
+ */
+RlDecision	rl_leases_peek(const RlZoneLimit *limit, const RlLease *leases, int32_t count,
+						   int64_t stamp_us, int64_t now_us) RL_NOEXCEPT;
+
+/* Whether every lease has lapsed at now_us: the key is as good as new. */
+bool		rl_leases_idle(const RlLease *leases, int32_t count, int64_t now_us) RL_NOEXCEPT;
 
 /* ---------------------------------------------------------------------------
  * redis-cell's CL.THROTTLE key max_burst count period quantity.

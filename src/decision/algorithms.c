@@ -6,6 +6,8 @@
  */
 #include "postgres.h"
 
+#include "miscadmin.h"
+
 #include "base/args.h"
 #include "base/pg_compat.h"
 #include "decision/algorithms.h"
@@ -284,4 +286,109 @@ RlForgetChunks(const RlCall *call, const RlStore *store, const RlStateRow *remov
 			(void) store->remove_part(&part);
 		}
 	}
+}
+
+/* ---- Leases (concurrency zones) ---- */
+
+bool
+RlLeaseHolderAlive(int32 holder_pid, int32 holder_proc)
+{
+	/*
+	 * Read without ProcArrayLock: a slot's pid changes only when its
+	 * session ends or another starts in it, and either way the lease's
+	 * session is gone.
+	 */
+	if (holder_proc < 0 || holder_proc >= MaxBackends)
+		return false;
+	return GetPGProcByNumber(holder_proc)->pid == holder_pid;
+}
+
+/* The key's leases, those of sessions that are gone marked lapsed; palloc'd. */
+static RlLease *
+LeasesOf(const RlCall *call, const RlStateRow *row, int32 room, int32 *count)
+{
+	RlLease    *leases = palloc(sizeof(RlLease) * Max(room, 1));
+	const bytea *bytes = row != NULL ? row->entries : NULL;
+
+	if (!rl_leases_decode(bytes != NULL ? (const uint8_t *) VARDATA_ANY(bytes) : NULL,
+						  bytes != NULL ? VARSIZE_ANY_EXHDR(bytes) : 0,
+						  leases, room, count))
+		ReportCorruptState(call);
+	for (int32 i = 0; i < *count; i++)
+		if (leases[i].holder_pid != 0 &&
+			!RlLeaseHolderAlive(leases[i].holder_pid, leases[i].holder_proc))
+			leases[i].expires_us = PG_INT64_MIN;
+	return leases;
+}
+
+/* Room for the leases a row holds and one more. */
+static int32
+LeaseRoom(const RlStateRow *row)
+{
+	int32		held = row != NULL && row->entries != NULL
+		? VARSIZE_ANY_EXHDR(row->entries) / RL_LEASE_BYTES : 0;
+
+	return held + 1;
+}
+
+static void
+SetLeasesRow(const RlLease *leases, int32 count, int64 stamp, RlStateRow *row)
+{
+	row->tokens = count;
+	row->fraction = 0.0;
+	row->stamp = stamp;
+	row->counter = 0;
+	row->refill_pending = false;
+	row->entries = NULL;
+	if (count > 0)
+	{
+		bytea	   *bytes = palloc(VARHDRSZ + (Size) count * RL_LEASE_BYTES);
+
+		SET_VARSIZE(bytes, VARHDRSZ + rl_leases_encode(leases, count, (uint8_t *) VARDATA(bytes)));
+		row->entries = bytes;
+	}
+}
+
+bool
+RlAcquireLease(const RlStateRow *prior, RlStateRow *next, void *arg, RlStateAccess *access)
+{
+	RlCall	   *call = (RlCall *) arg;
+	int32		count;
+	RlLease    *leases = LeasesOf(call, prior, LeaseRoom(prior), &count);
+	int64		decided_at = Max(call->request.now, prior != NULL ? prior->stamp : PG_INT64_MIN);
+
+	/* From the decision's instant, as every time the core reports. */
+	call->lease.expires_us = decided_at > PG_INT64_MAX - call->lease_ttl_us
+		? PG_INT64_MAX : decided_at + call->lease_ttl_us;
+	call->decision = rl_leases_acquire(&call->request.limit.zone, leases, &count,
+									   prior != NULL ? prior->stamp : PG_INT64_MIN, call->request.now,
+									   &call->lease);
+	SetLeasesRow(leases, count, call->decision.decided_at_us, next);
+	return call->decision.state_changed;
+}
+
+bool
+RlReleaseLease(const RlStateRow *prior, RlStateRow *next, void *arg, RlStateAccess *access)
+{
+	RlCall	   *call = (RlCall *) arg;
+	int32		count;
+	RlLease    *leases = LeasesOf(call, prior, LeaseRoom(prior), &count);
+
+	call->decision = rl_leases_release(&call->request.limit.zone, leases, &count,
+									   prior != NULL ? prior->stamp : PG_INT64_MIN, call->request.now,
+									   call->lease.nonce, &call->lease_released);
+	SetLeasesRow(leases, count, call->decision.decided_at_us, next);
+	return call->decision.state_changed;
+}
+
+bool
+RlPeekLeases(const RlStateRow *prior, RlStateRow *next, void *arg, RlStateAccess *access)
+{
+	RlCall	   *call = (RlCall *) arg;
+	int32		count;
+	RlLease    *leases = LeasesOf(call, prior, LeaseRoom(prior), &count);
+
+	call->decision = rl_leases_peek(&call->request.limit.zone, leases, count,
+									prior != NULL ? prior->stamp : PG_INT64_MIN, call->request.now);
+	return false;
 }

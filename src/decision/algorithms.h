@@ -41,6 +41,22 @@ extern bool RlRefundSlidingWindow(const RlStateRow *prior, RlStateRow *next, voi
 extern bool RlHoldKey(const RlStateRow *prior, RlStateRow *next, void *arg,
 					  RlStateAccess *access);
 
+/*
+ * Leases of a concurrency zone (call->lease): acquire it, release it, or
+ * see what an acquire would decide.  A lease whose holder session is gone
+ * (holder_pid set, its process slot now another's or empty) counts as
+ * lapsed.
+ */
+extern bool RlAcquireLease(const RlStateRow *prior, RlStateRow *next, void *arg,
+						   RlStateAccess *access);
+extern bool RlReleaseLease(const RlStateRow *prior, RlStateRow *next, void *arg,
+						   RlStateAccess *access);
+extern bool RlPeekLeases(const RlStateRow *prior, RlStateRow *next, void *arg,
+						 RlStateAccess *access);
+
+/* Whether a process slot still runs the session of that pid. */
+extern bool RlLeaseHolderAlive(int32 holder_pid, int32 holder_proc);
+
 /* Writes the chunks a sliding-window decision sealed or emptied. */
 extern void RlApplyChunkChanges(const RlCall *call, const RlStore *store);
 

@@ -10,15 +10,19 @@
 #include "access/xact.h"
 #include "catalog/pg_type_d.h"
 #include "miscadmin.h"
+#include "storage/latch.h"
+#include "utils/resowner.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 
 #include "base/args.h"
+#include "base/pg_compat.h"
 #include "base/clock.h"
 #include "base/counters.h"
 #include "base/settings.h"
 #include "base/spi_exec.h"
+#include "base/wait_lines.h"
 #include "decision/algorithms.h"
 #include "decision/decide.h"
 #include "store/state_table.h"
@@ -105,11 +109,45 @@ IsSlidingWindow(const RlCall *call)
 		call->request.limit.zone.algorithm == RL_ALGORITHM_SLIDING_WINDOW;
 }
 
+static bool
+IsConcurrency(const RlCall *call)
+{
+	return !call->request.limit.is_bucket &&
+		call->request.limit.zone.algorithm == RL_ALGORITHM_CONCURRENCY;
+}
+
+/* A concurrency zone limits leases, not calls: rl_acquire is its call. */
+static void
+RequireRateZone(const RlCall *call, const char *function)
+{
+	if (IsConcurrency(call))
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("zone \"%s\" limits concurrent leases, not calls", RlMessageText(call->what)),
+				 errdetail("%s takes from a zone of requests per period; "
+						   "a concurrency zone counts the leases held at once.", function),
+				 errhint("Use rl_acquire() and rl_release() on it.")));
+}
+
+static void
+RequireConcurrencyZone(const RlCall *call, const char *function)
+{
+	if (!IsConcurrency(call))
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("zone \"%s\" is not a concurrency zone", RlMessageText(call->what)),
+				 errdetail("%s holds a slot of a zone created with algorithm => 'concurrency'.",
+						   function),
+				 errhint("Use rl_limit() or rl_wait() on a zone of requests per period.")));
+}
+
 /* The callback that runs the call's algorithm on a row (kept in the call). */
 static RlDecideFn
 AlgorithmOf(RlCall *call)
 {
-	if (call->request.limit.is_bucket)
+	if (IsConcurrency(call))
+		call->algorithm = RlPeekLeases;	/* what a look sees; rl_acquire runs its own */
+	else if (call->request.limit.is_bucket)
 		call->algorithm = RlDecideTokenBucket;
 	else if (IsSlidingWindow(call))
 	{
@@ -229,23 +267,292 @@ ApplyShadow(RlCall *call)
 		call->decision.allowed = true;
 }
 
+/* Runs the call's algorithm on the key's state, now, through its store. */
+static void
+DecideOnce(RlCall *call, const RlStore *store, RlDecideFn algorithm)
+{
+	call->request.now = RlNow();
+	if (store->update(&call->request, algorithm, call) == RL_STORE_NO_ROOM)
+		store->no_room(&call->decision, call->what);
+	if (IsSlidingWindow(call) && call->decision.state_changed)
+		RlApplyChunkChanges(call, store);
+}
+
+/* What happens once per call, however many times it was decided. */
+static void
+Conclude(RlCall *call)
+{
+	RlCountDecision(call->request.key.zone_id, call->decision.allowed);
+	if (call->history)
+		RecordHistory(call);
+	ApplyShadow(call);
+}
+
 void
 RlTake(RlCall *call, const char *function)
 {
 	const RlStore *store = LocatedStore(call);
 	RlDecideFn	algorithm;
 
+	RequireRateZone(call, function);
 	RequireWritable(call, store, function);
 	algorithm = AlgorithmOf(call);
+	DecideOnce(call, store, algorithm);
+	Conclude(call);
+}
+
+void
+RlAcquire(RlCall *call, const char *function)
+{
+	const RlStore *store = LocatedStore(call);
+
+	RequireConcurrencyZone(call, function);
+	RequireWritable(call, store, function);
+	call->cost = 1;				/* one slot, as history and counters see it */
+	call->algorithm = RlAcquireLease;
+	DecideOnce(call, store, RlAcquireLease);
+	Conclude(call);
+}
+
+void
+RlRelease(RlCall *call, const char *function)
+{
+	const RlStore *store = LocatedStore(call);
+
+	RequireConcurrencyZone(call, function);
+	RequireWritable(call, store, function);
+	call->algorithm = RlReleaseLease;
 	call->request.now = RlNow();
-	if (store->update(&call->request, algorithm, call) == RL_STORE_NO_ROOM)
-		store->no_room(&call->decision, call->what);
-	if (IsSlidingWindow(call) && call->decision.state_changed)
-		RlApplyChunkChanges(call, store);
-	RlCountDecision(call->request.key.zone_id, call->decision.allowed);
-	if (call->history)
+	(void) store->update(&call->request, RlReleaseLease, call);
+	/* In the history as a negative cost, as a refund: sums stay the slots held. */
+	if (call->history && call->lease_released)
+	{
+		call->cost = -1;
 		RecordHistory(call);
-	ApplyShadow(call);
+	}
+	if (call->lease_released)
+		RlWaitLineWakeAfter(RlWaitLineOf(call->request.key.zone_id, call->request.key.key),
+							store->writes_tables);
+}
+
+/* ---- Waiting until admitted ---- */
+
+/*
+ * One attempt of a waiting call.  Where a refusal would keep the key's row
+ * locked (the table store locks an exact sliding window's row before
+ * deciding), the attempt runs in a subtransaction that a refusal rolls
+ * back: the waiter must not hold up the key's other callers while it
+ * sleeps.
+ */
+static void
+AttemptWhileWaiting(RlCall *call, const RlStore *store, RlDecideFn algorithm)
+{
+	MemoryContext context = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+
+	if (!(store->writes_tables && call->request.lock_first))
+	{
+		DecideOnce(call, store, algorithm);
+		return;
+	}
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(context);
+	PG_TRY();
+	{
+		DecideOnce(call, store, algorithm);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *error;
+
+		/* Left open, the subtransaction would be mistaken for a caller's savepoint. */
+		MemoryContextSwitchTo(context);
+		error = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(context);
+		CurrentResourceOwner = owner;
+		ReThrowError(error);
+	}
+	PG_END_TRY();
+	if (call->decision.allowed)
+		ReleaseCurrentSubTransaction();
+	else
+		RollbackAndReleaseCurrentSubTransaction();
+	MemoryContextSwitchTo(context);
+	CurrentResourceOwner = owner;
+}
+
+/*
+ * After an attempt: how long to sleep before the next, or false when the
+ * call is over (admitted, let through in shadow mode, no time can be
+ * promised, or the tokens would come after the deadline: waiting would
+ * only hold the session).
+ */
+static bool
+MustWait(const RlCall *call, TimestampTz deadline, int64 *sleep_us)
+{
+	const RlDecision *decision = &call->decision;
+
+	if (decision->allowed || call->shadow || decision->retry_after_us < 0)
+		return false;
+	if (deadline != DT_NOEND && GetCurrentTimestamp() + decision->retry_after_us > deadline)
+		return false;
+	*sleep_us = decision->retry_after_us;
+	return true;
+}
+
+/*
+ * Sleeps on the latch for sleep_us (-1: until woken), or until woken, then
+ * serves interrupts (cancel, statement_timeout, termination).
+ */
+static void
+SleepOnLatch(int64 sleep_us)
+{
+	int			events = WL_LATCH_SET | WL_EXIT_ON_PM_DEATH;
+	long		sleep_ms = 0;
+
+	if (sleep_us >= 0 && sleep_us < 1000)
+	{
+		/*
+		 * The latch counts whole milliseconds: rounding up would return up
+		 * to a millisecond late, on average half of one.  The last
+		 * fraction is slept plainly (a signal cuts it short).
+		 */
+		pg_usleep(Max(sleep_us, 1));
+		CHECK_FOR_INTERRUPTS();
+		return;
+	}
+	if (sleep_us >= 0)
+	{
+		events |= WL_TIMEOUT;
+		/* Rounded down: the rest is slept by the next round, plainly. */
+		sleep_ms = (long) Min(sleep_us / 1000, (int64) INT_MAX);
+	}
+	(void) WaitLatch(MyLatch, events, sleep_ms, RlWaitEventInfo());
+	ResetLatch(MyLatch);
+	CHECK_FOR_INTERRUPTS();
+}
+
+/* Whether the deadline has passed; how long is left in *left_us. */
+static bool
+PastDeadline(TimestampTz deadline, int64 *left_us)
+{
+	TimestampTz now;
+
+	*left_us = -1;
+	if (deadline == DT_NOEND)
+		return false;
+	now = GetCurrentTimestamp();
+	*left_us = deadline - now;
+	return now >= deadline;
+}
+
+/*
+ * The zone as it is now, before another attempt: a change committed while
+ * the call slept applies to it (a new rate, shadow mode, history), but a
+ * zone dropped, reset or moved to another store is not the one the call
+ * was waiting for.
+ */
+static void
+RefreshZone(RlCall *call)
+{
+	RlZone		now;
+
+	RlLookupZone(call->zone_name, &now);
+	if (now.zone_id != call->zone.zone_id || now.store != call->zone.store)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("zone \"%s\" was reset or moved to another store while the call waited",
+						RlMessageText(call->what)),
+				 errhint("Call rl_wait() again.")));
+	call->zone = now;
+	call->request.limit.zone = now.limit;
+	call->history = now.history;
+	call->shadow = now.shadow;
+	CheckCost(call);			/* a capacity lowered below the cost would never admit it */
+}
+
+/*
+ * A waiter whose deadline came while others were ahead of it: refused,
+ * with what the key holds now.
+ */
+static void
+RefuseBehindOthers(RlCall *call, const RlStore *store, RlDecideFn algorithm)
+{
+	call->request.now = RlNow();
+	store->read(&call->request, algorithm, call);
+	call->decision.allowed = false;
+	call->decision.state_changed = false;
+	call->decision.retry_after_us = Max(call->decision.retry_after_us, 0);
+}
+
+void
+RlWait(RlCall *call, int64 timeout_us, const char *function)
+{
+	const RlStore *store = LocatedStore(call);
+	RlWaitLine	line = RlWaitLineOf(call->request.key.zone_id, call->request.key.key);
+	TimestampTz deadline = DT_NOEND;
+	RlDecideFn	algorithm;
+	int64		sleep_us = 0;
+	bool		slept_since_attempt = true;
+
+	RequireRateZone(call, function);
+	RequireWritable(call, store, function);
+	algorithm = AlgorithmOf(call);
+	if (timeout_us >= 0)
+		deadline = GetCurrentTimestamp() + Min(timeout_us, RL_MAX_PERIOD_US);
+
+	/* Nobody waits for the key: this call may go first (the usual case). */
+	if (!RlWaitLineBusy(line))
+	{
+		AttemptWhileWaiting(call, store, algorithm);
+		if (!MustWait(call, deadline, &sleep_us))
+		{
+			Conclude(call);
+			return;
+		}
+		slept_since_attempt = false;
+	}
+	RlWaitLineJoin(line);
+	PG_TRY();
+	{
+		for (;;)
+		{
+			int64		left_us;
+
+			if (slept_since_attempt)
+			{
+				RefreshZone(call);
+				if (RlWaitLineFirst())
+				{
+					AttemptWhileWaiting(call, store, algorithm);
+					if (!MustWait(call, deadline, &sleep_us))
+						break;
+				}
+				else
+				{
+					/* Woken by whoever leaves the line ahead of it, or by the deadline. */
+					if (PastDeadline(deadline, &left_us))
+					{
+						RefuseBehindOthers(call, store, algorithm);
+						break;
+					}
+					sleep_us = left_us;
+				}
+			}
+			SleepOnLatch(sleep_us);
+			slept_since_attempt = true;
+		}
+	}
+	PG_CATCH();
+	{
+		RlWaitLineLeave();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	RlWaitLineLeave();
+	Conclude(call);
 }
 
 void
@@ -254,6 +561,7 @@ RlRefund(RlCall *call, const char *function)
 	const RlStore *store = LocatedStore(call);
 	RlDecideFn	refund;
 
+	RequireRateZone(call, function);
 	RequireWritable(call, store, function);
 	/* Above the capacity is fine: a refund never gives back more than that. */
 	RequireCostNotNegative(call);
@@ -262,6 +570,9 @@ RlRefund(RlCall *call, const char *function)
 	call->request.now = RlNow();
 	/* A refund never needs room: a key without state has nothing to get back. */
 	(void) store->update(&call->request, refund, call);
+	if (call->decision.state_changed)
+		RlWaitLineWakeAfter(RlWaitLineOf(call->request.key.zone_id, call->request.key.key),
+							store->writes_tables);
 	/* Only what gave something back: a full key had nothing to refund. */
 	if (call->history && call->decision.state_changed)
 	{
@@ -447,6 +758,7 @@ RlTakeTogether(RlCall *calls, int ncalls, const char *function)
 	{
 		RlCall	   *call = &calls[i];
 
+		RequireRateZone(call, function);
 		(void) LocatedStore(call);
 		RequireWritable(call, call->located_in, function);
 		(void) AlgorithmOf(call);
@@ -555,6 +867,9 @@ RlForget(RlCall *call, const char *function)
 	if (store->writes_tables)
 		PreventCommandIfReadOnly(function);
 	existed = store->remove(&call->request.key, &removed);
+	if (existed)
+		RlWaitLineWakeAfter(RlWaitLineOf(call->request.key.zone_id, call->request.key.key),
+							store->writes_tables);
 	/* The chunks of the log go with the head row. */
 	if (existed && IsSlidingWindow(call))
 		RlForgetChunks(call, store, &removed);
@@ -565,8 +880,9 @@ void
 RlForgetZoneState(int32 zone_id)
 {
 	RlStoreOf(RL_STORE_TABLE)->forget_zone(zone_id);
-	/* Not transactional, as everything in the shmem store. */
+	/* Not transactional, as everything in shared memory. */
 	RlStoreOf(RL_STORE_SHMEM)->forget_zone(zone_id);
+	RlStoreOf(RL_STORE_SHMEM_LEASES)->forget_zone(zone_id);
 }
 
 void
@@ -575,12 +891,14 @@ RlStartZoneIdAfresh(int32 zone_id)
 	RlCountersStartAfresh(MyDatabaseId, zone_id);
 	/* The table store's rows went with the dropped extension's table. */
 	RlStoreOf(RL_STORE_SHMEM)->forget_zone(zone_id);
+	RlStoreOf(RL_STORE_SHMEM_LEASES)->forget_zone(zone_id);
 }
 
 void
 RlRetireZoneId(int32 zone_id)
 {
 	RlStoreOf(RL_STORE_SHMEM)->forget_zone(zone_id);
+	RlStoreOf(RL_STORE_SHMEM_LEASES)->forget_zone(zone_id);
 }
 
 void

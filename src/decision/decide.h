@@ -34,6 +34,11 @@ typedef struct RlCall
 	bool		recorded;		/* written to the history: txn_id is set */
 	int64		txn_id;
 
+	/* a concurrency zone's lease: the one rl_acquire wants, or rl_release names */
+	RlLease		lease;
+	int64		lease_ttl_us;	/* rl_acquire: the lease lapses this long after its decision */
+	bool		lease_released; /* rl_release: it was held */
+
 	/* the exact sliding window's working state */
 	RlSlidingWindowState *window;
 	RlSwDecision *window_result;
@@ -65,6 +70,23 @@ extern void RlTake(RlCall *call, const char *function);
  * prepared on its zone; returns the index of the most restrictive.
  */
 extern int	RlTakeTogether(RlCall *calls, int ncalls, const char *function);
+
+/*
+ * Like RlTake, but a refused call sleeps on the latch until its tokens are
+ * due and tries again, until admitted or timeout_us (-1: none) has passed;
+ * waiters on one key go in arrival order where the wait lines exist.
+ */
+extern void RlWait(RlCall *call, int64 timeout_us, const char *function);
+
+/*
+ * A concurrency zone: acquires call->lease (its nonce, expiry and holder
+ * set by the caller), or is refused; counted and recorded as a call of
+ * cost 1.
+ */
+extern void RlAcquire(RlCall *call, const char *function);
+
+/* Releases call->lease (by its nonce); call->lease_released says whether it was held. */
+extern void RlRelease(RlCall *call, const char *function);
 
 /* Gives call->cost back to the key (rl_refund); never beyond full. */
 extern void RlRefund(RlCall *call, const char *function);

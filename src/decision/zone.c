@@ -22,6 +22,7 @@
 #include "base/pg_compat.h"
 #include "base/spi_exec.h"
 #include "decision/zone.h"
+#include "store/shmem_leases.h"
 
 typedef struct ZoneCacheEntry
 {
@@ -43,6 +44,7 @@ static const char *const algorithm_names[] = {
 	[RL_ALGORITHM_FIXED_WINDOW] = "fixed_window",
 	/* found as token_bucket by name (the first match); refill => 'cron' picks it */
 	[RL_ALGORITHM_CRON_TOKEN_BUCKET] = "token_bucket",
+	[RL_ALGORITHM_CONCURRENCY] = "concurrency",
 };
 
 const char *
@@ -195,7 +197,7 @@ RlCheckZoneDefinition(const char *algorithm_name, Numeric rate,
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("unknown rate-limit algorithm \"%s\"", RlMessageText(algorithm_name)),
-				 errhint("Use token_bucket, gcra, sliding_window, sliding_window_counter or fixed_window.")));
+				 errhint("Use token_bucket, gcra, sliding_window, sliding_window_counter, fixed_window or concurrency.")));
 	if (rate == NULL)
 		ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 						errmsg("rate must not be null")));
@@ -261,6 +263,15 @@ RlCheckZoneDefinition(const char *algorithm_name, Numeric rate,
 	switch (rl_zone_limit(algorithm, whole_rate, period_us, burst_null ? -1 : burst, limit))
 	{
 		case RL_ZONE_OK:
+			if (strcmp(store, "shmem") == 0 && algorithm == RL_ALGORITHM_CONCURRENCY &&
+				limit->capacity > RL_SHMEM_LEASE_SLOTS)
+				ereport(ERROR,
+						(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+						 errmsg("a concurrency zone in shared memory has at most %d slots",
+								RL_SHMEM_LEASE_SLOTS),
+						 errdetail("Each key keeps room for all its leases in a fixed-size entry."),
+						 errhint("Use store => 'table' for more slots (up to " INT64_FORMAT ").",
+								 RL_CONCURRENCY_MAX_SLOTS)));
 			return;
 		case RL_ZONE_RATE_INVALID:
 			ereport(ERROR,
@@ -286,6 +297,13 @@ RlCheckZoneDefinition(const char *algorithm_name, Numeric rate,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("burst must be greater than zero and refill within 285 years"),
 					 errdetail("burst is " INT64_FORMAT ".", burst)));
+			break;
+		case RL_ZONE_TOO_MANY_SLOTS:
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("rate " INT64_FORMAT " is too many slots for a concurrency zone", whole_rate),
+					 errdetail("A concurrency zone keeps every lease of a key in its state; "
+							   "its largest rate is " INT64_FORMAT " slots.", RL_CONCURRENCY_MAX_SLOTS)));
 			break;
 		case RL_ZONE_LIMIT_TOO_LARGE_FOR_EXACT:
 			ereport(ERROR,
@@ -380,6 +398,9 @@ LoadZone(const char *name, RlZone *zone)
 		/* The table's CHECKs are looser than the algorithms: check again. */
 		RlCheckZoneDefinition(TextDatumGetCString(algorithm), rate, period,
 							burst_null, burst, TextDatumGetCString(store), &zone->limit);
+		/* A key's leases do not fit the shmem store's fixed entries: a store of their own. */
+		if (zone->store == RL_STORE_SHMEM && zone->limit.algorithm == RL_ALGORITHM_CONCURRENCY)
+			zone->store = RL_STORE_SHMEM_LEASES;
 		if (VARSIZE(rate) > sizeof(zone->rate))
 			elog(ERROR, "rate of zone \"%s\" takes %u bytes", name, (unsigned) VARSIZE(rate));
 		memcpy(zone->rate.bytes, rate, VARSIZE(rate));
@@ -461,4 +482,28 @@ RlLookupZone(text *name, RlZone *zone)
 	entry = hash_search(zone_cache, key, HASH_ENTER, &found);
 	entry->zone = *zone;
 	last_zone = entry;
+}
+
+char *
+RlZoneNameOfId(int32 zone_id)
+{
+	static SPIPlanPtr plan = NULL;
+	RlSpiSession session;
+	Oid			argtypes[1] = {INT4OID};
+	Datum		values[1];
+	char	   *name = NULL;
+	MemoryContext caller = CurrentMemoryContext;
+
+	values[0] = Int32GetDatum(zone_id);
+	RlSpiConnectAs(RlRelationOwner(ZoneTable()), &session);
+	if (SPI_execute_snapshot(RlKeepPlan(&plan, "SELECT zone FROM " RL_INTERNAL_SCHEMA ".zone"
+										" WHERE zone_id OPERATOR(pg_catalog.=) $1", 1, argtypes),
+							 values, NULL, GetLatestSnapshot(), InvalidSnapshot, true, false, 1)
+		!= SPI_OK_SELECT)
+		elog(ERROR, "ratelimit zone lookup failed");
+	if (SPI_processed > 0)
+		name = MemoryContextStrdup(caller,
+								   SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
+	RlSpiFinish(&session);
+	return name;
 }

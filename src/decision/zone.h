@@ -47,6 +47,9 @@ extern void RlCheckZoneDefinition(const char *algorithm_name, Numeric rate,
 								  const Interval *period, bool burst_null, int64 burst,
 								  const char *store, RlZoneLimit *limit);
 
+/* The name of the zone of that id, or NULL when there is none (palloc'd). */
+extern char *RlZoneNameOfId(int32 zone_id);
+
 extern const char *RlAlgorithmName(RlAlgorithm algorithm);
 
 extern void RlZoneCacheInit(void);

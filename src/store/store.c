@@ -4,6 +4,7 @@
 #include "postgres.h"
 
 #include "base/settings.h"
+#include "store/shmem_leases.h"
 #include "store/shmem_store.h"
 #include "store/state_table.h"
 #include "store/store.h"
@@ -69,6 +70,11 @@ RlStoreForKey(RlStoreKind kind, text *key)
 		RequireShmemKeyHere(key);
 		return &RlShmemStore;
 	}
+	if (kind == RL_STORE_SHMEM_LEASES)
+	{
+		RequireShmemKeyHere(key);
+		return &RlShmemLeaseStore;
+	}
 	return TableStoreForKey(key);
 }
 
@@ -78,5 +84,7 @@ RlStoreOf(RlStoreKind kind)
 {
 	if (kind == RL_STORE_SHMEM)
 		return &RlShmemStore;
+	if (kind == RL_STORE_SHMEM_LEASES)
+		return &RlShmemLeaseStore;
 	return rl_table_access == RL_TABLE_ACCESS_SPI ? &RlTableSpiStore : &RlTableDirectStore;
 }

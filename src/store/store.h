@@ -24,7 +24,8 @@
 typedef enum RlStoreKind
 {
 	RL_STORE_TABLE,
-	RL_STORE_SHMEM
+	RL_STORE_SHMEM,
+	RL_STORE_SHMEM_LEASES		/* a concurrency zone's keys in shared memory */
 } RlStoreKind;
 
 /*

@@ -23,6 +23,8 @@ inline const char *AlgorithmName(RlAlgorithm algorithm)
 			return "fixed_window";
 		case RL_ALGORITHM_CRON_TOKEN_BUCKET:
 			return "token_bucket (cron refill)";
+		case RL_ALGORITHM_CONCURRENCY:
+			return "concurrency";
 	}
 	return "?";
 }

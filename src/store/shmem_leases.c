@@ -1,0 +1,410 @@
+/*
+ * shmem_leases.c -- concurrency zones in shared memory (shmem_leases.h).
+ *
+ * A key's leases do not fit the shmem store's fixed-size entries, so these
+ * keys live in a hash table of their own: one entry per key with room for
+ * RL_SHMEM_LEASE_SLOTS leases, partitioned by the key's hash under
+ * LWLocks.  The decide callbacks (decision/algorithms.c) run under the
+ * partition's lock on the row this store makes of the entry; they may
+ * allocate and raise errors, which release the lock with the transaction.
+ * A key whose leases are all gone leaves the table, so the table holds
+ * only keys with leases held.
+ */
+#include "postgres.h"
+
+#include "common/hashfn.h"
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+
+#include "base/args.h"
+#include "base/settings.h"
+#include "store/shmem_leases.h"
+
+#define LEASE_PARTITIONS 16
+
+typedef struct LeaseTag
+{
+	Oid			dbid;
+	int32		zone_id;
+	uint64		digest[2];		/* of the key's bytes */
+} LeaseTag;
+
+typedef struct LeaseEntry
+{
+	LeaseTag	tag;			/* hash key: first */
+	int64		stamp;			/* the key's latest decision time */
+	int32		count;
+	int32		key_len;
+	RlLease		leases[RL_SHMEM_LEASE_SLOTS];
+	char		key[RL_MAX_KEY_BYTES];
+} LeaseEntry;
+
+static int	shmem_max_lease_keys = 1000;
+static HTAB *lease_keys = NULL;
+static LWLockPadded *lease_locks = NULL;
+static bool release_at_exit = false;
+
+void
+RlShmemLeasesInit(void)
+{
+	DefineCustomIntVariable("ratelimit.shmem_max_lease_keys",
+							"Number of keys of concurrency zones the shmem store holds at once.",
+							"Needs ratelimit in shared_preload_libraries; a key takes room only "
+							"while it holds leases, about 2.6 kB.",
+							&shmem_max_lease_keys,
+							1000, 16, 10000000,
+							PGC_POSTMASTER, 0, NULL, NULL, NULL);
+}
+
+void
+RlShmemLeasesRequest(void)
+{
+	RequestAddinShmemSpace(hash_estimate_size(shmem_max_lease_keys, sizeof(LeaseEntry)));
+	RequestNamedLWLockTranche("ratelimit leases", LEASE_PARTITIONS);
+}
+
+void
+RlShmemLeasesStartup(void)
+{
+	HASHCTL		info;
+
+	info.keysize = sizeof(LeaseTag);
+	info.entrysize = sizeof(LeaseEntry);
+	info.num_partitions = LEASE_PARTITIONS;
+	lease_keys = ShmemInitHash("ratelimit shmem leases", shmem_max_lease_keys,
+							   shmem_max_lease_keys, &info,
+							   HASH_ELEM | HASH_BLOBS | HASH_PARTITION | HASH_FIXED_SIZE);
+	lease_locks = GetNamedLWLockTranche("ratelimit leases");
+}
+
+static void
+RequireLeaseTable(void)
+{
+	if (lease_keys == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the shmem store needs ratelimit in shared_preload_libraries"),
+				 errhint("Add ratelimit to shared_preload_libraries and restart, "
+						 "or use store => 'table'.")));
+}
+
+static LeaseTag
+TagOf(const RlStateKey *key)
+{
+	LeaseTag	tag;
+	const unsigned char *bytes = (const unsigned char *) VARDATA_ANY(key->key);
+	Size		len = VARSIZE_ANY_EXHDR(key->key);
+
+	memset(&tag, 0, sizeof(tag));
+	tag.dbid = MyDatabaseId;
+	tag.zone_id = key->zone_id;
+	tag.digest[0] = hash_bytes_extended(bytes, len, UINT64CONST(0x9E3779B97F4A7C15));
+	tag.digest[1] = hash_bytes_extended(bytes, len, UINT64CONST(0xC2B2AE3D27D4EB4F));
+	return tag;
+}
+
+static LWLock *
+PartitionLock(uint32 hashcode)
+{
+	return &lease_locks[hashcode % LEASE_PARTITIONS].lock;
+}
+
+/* The entry as a row: palloc'd leases, as the table store would read them. */
+static void
+RowOf(const LeaseEntry *entry, RlStateRow *row)
+{
+	memset(row, 0, sizeof(*row));
+	row->tokens = entry->count;
+	row->stamp = entry->stamp;
+	if (entry->count > 0)
+	{
+		bytea	   *bytes = palloc(VARHDRSZ + (Size) entry->count * RL_LEASE_BYTES);
+
+		SET_VARSIZE(bytes, VARHDRSZ + rl_leases_encode(entry->leases, entry->count,
+													   (uint8_t *) VARDATA(bytes)));
+		row->entries = bytes;
+	}
+}
+
+static int32
+LeasesOfRow(const RlStateRow *row, RlLease *leases)
+{
+	int32		count = 0;
+
+	if (row->entries != NULL &&
+		!rl_leases_decode((const uint8_t *) VARDATA_ANY(row->entries),
+						  VARSIZE_ANY_EXHDR(row->entries), leases, RL_SHMEM_LEASE_SLOTS, &count))
+		elog(ERROR, "a concurrency key holds more leases than the shmem store keeps");
+	return count;
+}
+
+static RlStoreOutcome
+LeaseUpdate(RlStoreCall *call, RlDecideFn decide, void *arg)
+{
+	LeaseTag	tag;
+	uint32		hashcode;
+	LWLock	   *lock;
+	LeaseEntry *entry;
+	RlStateRow	prior;
+	RlStateRow	next;
+	RlLease		leases[RL_SHMEM_LEASE_SLOTS];
+	int32		count;
+	bool		found;
+
+	RequireLeaseTable();
+	tag = TagOf(&call->key);
+	hashcode = get_hash_value(lease_keys, &tag);
+	lock = PartitionLock(hashcode);
+	LWLockAcquire(lock, LW_EXCLUSIVE);
+	entry = hash_search_with_hash_value(lease_keys, &tag, hashcode, HASH_FIND, NULL);
+	if (entry != NULL)
+		RowOf(entry, &prior);
+	if (!decide(entry != NULL ? &prior : NULL, &next, arg, NULL))
+	{
+		LWLockRelease(lock);
+		return RL_STORE_DECIDED;
+	}
+	count = LeasesOfRow(&next, leases);
+	if (count == 0)
+	{
+		/* Nothing held: the key is as good as new. */
+		if (entry != NULL)
+			hash_search_with_hash_value(lease_keys, &tag, hashcode, HASH_REMOVE, NULL);
+		LWLockRelease(lock);
+		return RL_STORE_DECIDED;
+	}
+	if (entry == NULL)
+	{
+		entry = hash_search_with_hash_value(lease_keys, &tag, hashcode, HASH_ENTER_NULL, &found);
+		if (entry == NULL)
+		{
+			LWLockRelease(lock);
+			return RL_STORE_NO_ROOM;
+		}
+		entry->key_len = VARSIZE_ANY_EXHDR(call->key.key);
+		memcpy(entry->key, VARDATA_ANY(call->key.key), entry->key_len);
+	}
+	memcpy(entry->leases, leases, sizeof(RlLease) * count);
+	entry->count = count;
+	entry->stamp = next.stamp;
+	LWLockRelease(lock);
+	return RL_STORE_DECIDED;
+}
+
+static void
+LeaseRead(RlStoreCall *call, RlDecideFn decide, void *arg)
+{
+	LeaseTag	tag;
+	uint32		hashcode;
+	LWLock	   *lock;
+	LeaseEntry *entry;
+	RlStateRow	prior;
+	RlStateRow	next;
+
+	if (lease_keys == NULL)
+	{
+		(void) decide(NULL, &next, arg, NULL);
+		return;
+	}
+	tag = TagOf(&call->key);
+	hashcode = get_hash_value(lease_keys, &tag);
+	lock = PartitionLock(hashcode);
+	LWLockAcquire(lock, LW_SHARED);
+	entry = hash_search_with_hash_value(lease_keys, &tag, hashcode, HASH_FIND, NULL);
+	if (entry != NULL)
+		RowOf(entry, &prior);
+	(void) decide(entry != NULL ? &prior : NULL, &next, arg, NULL);
+	LWLockRelease(lock);
+}
+
+static bool
+LeaseRemove(const RlStateKey *key, RlStateRow *removed)
+{
+	LeaseTag	tag;
+	uint32		hashcode;
+	LWLock	   *lock;
+	LeaseEntry *entry;
+
+	if (lease_keys == NULL)
+		return false;
+	tag = TagOf(key);
+	hashcode = get_hash_value(lease_keys, &tag);
+	lock = PartitionLock(hashcode);
+	LWLockAcquire(lock, LW_EXCLUSIVE);
+	entry = hash_search_with_hash_value(lease_keys, &tag, hashcode, HASH_FIND, NULL);
+	if (entry != NULL)
+	{
+		RowOf(entry, removed);
+		hash_search_with_hash_value(lease_keys, &tag, hashcode, HASH_REMOVE, NULL);
+	}
+	LWLockRelease(lock);
+	return entry != NULL;
+}
+
+static bool
+LeaseUpdateTogether(RlStoreCall **calls, void **args, int n, RlDecideFn decide,
+					RlDecideFn hold, RlAdmitFn admit, void *admit_arg, RlStoreOutcome *outcomes)
+{
+	/* decide.c refuses concurrency zones in a call on several zones. */
+	elog(ERROR, "leases are not decided together with other zones");
+	pg_unreachable();
+}
+
+static void
+LockAllPartitions(LWLockMode mode)
+{
+	for (int i = 0; i < LEASE_PARTITIONS; i++)
+		LWLockAcquire(&lease_locks[i].lock, mode);
+}
+
+static void
+UnlockAllPartitions(void)
+{
+	for (int i = LEASE_PARTITIONS - 1; i >= 0; i--)
+		LWLockRelease(&lease_locks[i].lock);
+}
+
+/* Removes what matches: a zone's keys, or this session's leases. */
+static void
+RemoveWhere(int32 zone_id, int32 holder_pid)
+{
+	HASH_SEQ_STATUS scan;
+	LeaseEntry *entry;
+
+	if (lease_keys == NULL)
+		return;
+	LockAllPartitions(LW_EXCLUSIVE);
+	hash_seq_init(&scan, lease_keys);
+	while ((entry = hash_seq_search(&scan)) != NULL)
+	{
+		if (entry->tag.dbid != MyDatabaseId && holder_pid == 0)
+			continue;
+		if (holder_pid == 0)
+		{
+			if (entry->tag.zone_id == zone_id)
+				hash_search(lease_keys, &entry->tag, HASH_REMOVE, NULL);
+			continue;
+		}
+		for (int32 i = entry->count - 1; i >= 0; i--)
+			if (entry->leases[i].holder_pid == holder_pid)
+			{
+				memmove(&entry->leases[i], &entry->leases[i + 1],
+						sizeof(RlLease) * (entry->count - i - 1));
+				entry->count--;
+			}
+		if (entry->count == 0)
+			hash_search(lease_keys, &entry->tag, HASH_REMOVE, NULL);
+	}
+	UnlockAllPartitions();
+}
+
+static void
+LeaseForgetZone(int32 zone_id)
+{
+	RemoveWhere(zone_id, 0);
+}
+
+static void
+ReleaseSessionLeases(int code, Datum arg)
+{
+	RemoveWhere(0, MyProcPid);
+}
+
+void
+RlShmemLeasesHeldBySession(void)
+{
+	if (release_at_exit)
+		return;
+	before_shmem_exit(ReleaseSessionLeases, (Datum) 0);
+	release_at_exit = true;
+}
+
+/* A key's slots are counted under the zone's limit at each call: nothing to change. */
+static void
+LeaseRelimitZone(int32 zone_id, const RlZoneLimit *limit)
+{
+}
+
+static void
+LeaseNoRoom(RlDecision *decision, const char *what)
+{
+	switch (rl_shmem_full_policy)
+	{
+		case RL_SHMEM_FULL_ALLOW:
+			ereport(WARNING,
+					(errmsg("the ratelimit shmem store has no room for the leases of a new key of %s",
+							RlMessageText(what)),
+					 errdetail("ratelimit.shmem_full_policy is allow: the lease was granted and is not held.")));
+			break;
+		case RL_SHMEM_FULL_DENY:
+			decision->allowed = false;
+			decision->retry_after_us = USECS_PER_SEC;
+			ereport(WARNING,
+					(errmsg("the ratelimit shmem store has no room for the leases of a new key of %s",
+							RlMessageText(what)),
+					 errdetail("ratelimit.shmem_full_policy is deny: the lease was refused.")));
+			break;
+		case RL_SHMEM_FULL_ERROR:
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("the ratelimit shmem store has no room for the leases of a new key of %s",
+							RlMessageText(what)),
+					 errdetail("ratelimit.shmem_max_lease_keys = %d keys hold leases.",
+							   shmem_max_lease_keys),
+					 errhint("Raise ratelimit.shmem_max_lease_keys (a restart is needed), or set "
+							 "ratelimit.shmem_full_policy to allow or deny.")));
+			break;
+	}
+}
+
+void
+RlShmemScanLeases(RlShmemLeaseVisitor visit, void *arg)
+{
+	HASH_SEQ_STATUS scan;
+	LeaseEntry *entry;
+	List	   *copies = NIL;
+	ListCell   *cell;
+
+	if (lease_keys == NULL)
+		return;
+	/* Copied under the locks, visited without them: a visitor may do anything. */
+	LockAllPartitions(LW_SHARED);
+	hash_seq_init(&scan, lease_keys);
+	while ((entry = hash_seq_search(&scan)) != NULL)
+	{
+		if (entry->tag.dbid != MyDatabaseId)
+			continue;
+		for (int32 i = 0; i < entry->count; i++)
+		{
+			RlShmemLeaseInfo *info = palloc(sizeof(RlShmemLeaseInfo));
+
+			info->zone_id = entry->tag.zone_id;
+			info->key = cstring_to_text_with_len(entry->key, entry->key_len);
+			info->lease = entry->leases[i];
+			copies = lappend(copies, info);
+		}
+	}
+	UnlockAllPartitions();
+	foreach(cell, copies)
+		visit((const RlShmemLeaseInfo *) lfirst(cell), arg);
+}
+
+const RlStore RlShmemLeaseStore = {
+	.name = "RlShmemLeaseStore",
+	.writes_tables = false,
+	.locate = NULL,
+	.update = LeaseUpdate,
+	.update_together = LeaseUpdateTogether,
+	.read = LeaseRead,
+	.remove = LeaseRemove,
+	.write_part = NULL,
+	.remove_part = NULL,
+	.forget_zone = LeaseForgetZone,
+	.relimit_zone = LeaseRelimitZone,
+	.flush_zone = NULL,
+	.no_room = LeaseNoRoom,
+};
