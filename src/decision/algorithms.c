@@ -11,6 +11,7 @@
 #include "base/args.h"
 #include "base/pg_compat.h"
 #include "decision/algorithms.h"
+#include "store/shmem_leases.h"
 
 /* A fixed-size state as the row keeps it, and back. */
 static RlCounterState
@@ -289,19 +290,6 @@ RlForgetChunks(const RlCall *call, const RlStore *store, const RlStateRow *remov
 }
 
 /* ---- Leases (concurrency zones) ---- */
-
-bool
-RlLeaseHolderAlive(int32 holder_pid, int32 holder_proc)
-{
-	/*
-	 * Read without ProcArrayLock: a slot's pid changes only when its
-	 * session ends or another starts in it, and either way the lease's
-	 * session is gone.
-	 */
-	if (holder_proc < 0 || holder_proc >= MaxBackends)
-		return false;
-	return GetPGProcByNumber(holder_proc)->pid == holder_pid;
-}
 
 /* The key's leases, those of sessions that are gone marked lapsed; palloc'd. */
 static RlLease *

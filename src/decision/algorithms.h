@@ -54,9 +54,6 @@ extern bool RlReleaseLease(const RlStateRow *prior, RlStateRow *next, void *arg,
 extern bool RlPeekLeases(const RlStateRow *prior, RlStateRow *next, void *arg,
 						 RlStateAccess *access);
 
-/* Whether a process slot still runs the session of that pid. */
-extern bool RlLeaseHolderAlive(int32 holder_pid, int32 holder_proc);
-
 /* Writes the chunks a sliding-window decision sealed or emptied. */
 extern void RlApplyChunkChanges(const RlCall *call, const RlStore *store);
 

@@ -16,6 +16,7 @@
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
+#include "storage/proc.h"
 #include "storage/shmem.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
@@ -48,6 +49,9 @@ static HTAB *lease_keys = NULL;
 static LWLockPadded *lease_locks = NULL;
 static bool release_at_exit = false;
 
+static void LockAllPartitions(LWLockMode mode);
+static void UnlockAllPartitions(void);
+
 void
 RlShmemLeasesInit(void)
 {
@@ -79,6 +83,58 @@ RlShmemLeasesStartup(void)
 							   shmem_max_lease_keys, &info,
 							   HASH_ELEM | HASH_BLOBS | HASH_PARTITION | HASH_FIXED_SIZE);
 	lease_locks = GetNamedLWLockTranche("ratelimit leases");
+}
+
+bool
+RlLeaseHolderAlive(int32 holder_pid, int32 holder_proc)
+{
+	/*
+	 * Read without ProcArrayLock: a slot's pid changes only when its
+	 * session ends or another starts in it, and either way the lease's
+	 * session is gone.
+	 */
+	if (holder_proc < 0 || holder_proc >= MaxBackends)
+		return false;
+	return GetPGProcByNumber(holder_proc)->pid == holder_pid;
+}
+
+/* Whether none of the entry's leases holds a slot at now any more. */
+static bool
+EntryLapsed(const LeaseEntry *entry, TimestampTz now)
+{
+	for (int32 i = 0; i < entry->count; i++)
+	{
+		const RlLease *lease = &entry->leases[i];
+
+		if (lease->expires_us > now &&
+			(lease->holder_pid == 0 || RlLeaseHolderAlive(lease->holder_pid, lease->holder_proc)))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Makes room: a key whose leases have all lapsed (or whose holders are
+ * gone) decides as a key never seen, and nobody called it since to drop
+ * them.  Returns how many keys went.
+ */
+static int
+RemoveLapsedKeys(TimestampTz now)
+{
+	HASH_SEQ_STATUS scan;
+	LeaseEntry *entry;
+	int			removed = 0;
+
+	LockAllPartitions(LW_EXCLUSIVE);
+	hash_seq_init(&scan, lease_keys);
+	while ((entry = hash_seq_search(&scan)) != NULL)
+		if (EntryLapsed(entry, now))
+		{
+			hash_search(lease_keys, &entry->tag, HASH_REMOVE, NULL);
+			removed++;
+		}
+	UnlockAllPartitions();
+	return removed;
 }
 
 static void
@@ -154,11 +210,13 @@ LeaseUpdate(RlStoreCall *call, RlDecideFn decide, void *arg)
 	RlLease		leases[RL_SHMEM_LEASE_SLOTS];
 	int32		count;
 	bool		found;
+	bool		swept = false;
 
 	RequireLeaseTable();
 	tag = TagOf(&call->key);
 	hashcode = get_hash_value(lease_keys, &tag);
 	lock = PartitionLock(hashcode);
+retry:
 	LWLockAcquire(lock, LW_EXCLUSIVE);
 	entry = hash_search_with_hash_value(lease_keys, &tag, hashcode, HASH_FIND, NULL);
 	if (entry != NULL)
@@ -183,6 +241,12 @@ LeaseUpdate(RlStoreCall *call, RlDecideFn decide, void *arg)
 		if (entry == NULL)
 		{
 			LWLockRelease(lock);
+			/* Decided again after the sweep: the key's row may have changed meanwhile. */
+			if (!swept && RemoveLapsedKeys(call->now) > 0)
+			{
+				swept = true;
+				goto retry;
+			}
 			return RL_STORE_NO_ROOM;
 		}
 		entry->key_len = VARSIZE_ANY_EXHDR(call->key.key);

@@ -33,6 +33,9 @@ extern void RlShmemScanLeases(RlShmemLeaseVisitor visit, void *arg);
  */
 extern void RlShmemLeasesHeldBySession(void);
 
+/* Whether the session that took a lease (its pid and process slot) still runs. */
+extern bool RlLeaseHolderAlive(int32 holder_pid, int32 holder_proc);
+
 extern void RlShmemLeasesInit(void);
 extern void RlShmemLeasesRequest(void);
 extern void RlShmemLeasesStartup(void);

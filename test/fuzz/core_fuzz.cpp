@@ -1540,6 +1540,88 @@ void RunEdited(FuzzedDataProvider &in)
 	}
 }
 
+// Leases: stored bytes as a hand edit or a corruption may leave them must
+// decode (and encode back to the same bytes) or be refused, never read
+// beyond them; then random acquires, releases and looks, the clock moving
+// both ways, never leave more live leases than the capacity after an
+// admission, and a look agrees with what an acquire decides.
+void RunLeases(FuzzedDataProvider &in)
+{
+	RlZoneLimit limit{};
+	const int64_t slots = in.ConsumeIntegralInRange<int64_t>(1, 80);
+	const int64_t period = Pick(in, {1, 1000000, 60000000, RL_MAX_PERIOD_US}, 1, RL_MAX_PERIOD_US);
+	if (rl_zone_limit(RL_ALGORITHM_CONCURRENCY, slots, period, -1, &limit) != RL_ZONE_OK)
+		return;
+	std::snprintf(g_context, sizeof g_context, "concurrency %" PRId64 " slots, period %" PRId64, slots, period);
+	const std::vector<uint8_t> raw = in.ConsumeBytes<uint8_t>(in.ConsumeIntegralInRange<size_t>(0, 100 * RL_LEASE_BYTES));
+	const int32_t room = in.ConsumeIntegralInRange<int32_t>(0, 100);
+	std::vector<RlLease> leases(static_cast<size_t>(room) + 1 + 200);
+	int32_t count = -1;
+	const bool decoded = rl_leases_decode(raw.empty() ? nullptr : raw.data(), static_cast<int32_t>(raw.size()),
+										  leases.data(), room, &count);
+	CHECK(decoded == (raw.size() % RL_LEASE_BYTES == 0 && raw.size() / RL_LEASE_BYTES <= static_cast<size_t>(room)),
+		  "%zu bytes into room for %d leases: decoded %d", raw.size(), room, decoded);
+	if (!decoded)
+		return;
+	std::vector<uint8_t> again(static_cast<size_t>(count) * RL_LEASE_BYTES + 1);
+	CHECK(rl_leases_encode(leases.data(), count, again.data()) == static_cast<int32_t>(raw.size()) &&
+		  (raw.empty() || std::memcmp(again.data(), raw.data(), raw.size()) == 0),
+		  "%d leases did not encode back", count);
+
+	int64_t stamp = in.ConsumeBool() ? PickStart(in) : INT64_MIN;
+	int64_t now = PickStart(in);
+	for (int step = 0; step < 200 && in.remaining_bytes() > 0; step++)
+	{
+		now = Clamp(static_cast<Wide>(now) + PickDelta(in, limit), kPgMinTime, MaxTime());
+		const int64_t at = std::max(now, stamp);
+		const int32_t before = count;
+		const RlDecision look = rl_leases_peek(&limit, leases.data(), count, stamp, now);
+		CHECK(look.decided_at_us == at && !look.state_changed, "a look changed the key or its time");
+		RlDecision d{};
+		switch (in.ConsumeIntegralInRange<int>(0, 2))
+		{
+			case 0:
+			{
+				RlLease wanted{in.ConsumeIntegral<uint64_t>(),
+							   Clamp(static_cast<Wide>(at) + in.ConsumeIntegralInRange<int64_t>(1, RL_MAX_PERIOD_US),
+									 INT64_MIN, INT64_MAX),
+							   in.ConsumeIntegral<int32_t>(), in.ConsumeIntegral<int32_t>()};
+				d = rl_leases_acquire(&limit, leases.data(), &count, stamp, now, &wanted);
+				CHECK(d.allowed == look.allowed && d.remaining == (d.allowed ? look.remaining - 1 : look.remaining),
+					  "acquire %d (%" PRId64 " left) after a look saying %d (%" PRId64 " left)", d.allowed,
+					  d.remaining, look.allowed, look.remaining);
+				if (d.allowed)
+					CHECK(count <= limit.capacity && count >= 1 && leases[count - 1].nonce == wanted.nonce,
+						  "admitted with %d leases held of %" PRId64, count, limit.capacity);
+				else
+					CHECK(count <= before && d.retry_after_us > 0, "refused: %d leases, retry %" PRId64, count,
+						  d.retry_after_us);
+				break;
+			}
+			case 1:
+			{
+				bool released = false;
+				const uint64_t nonce = count > 0 && in.ConsumeBool()
+					? leases[in.ConsumeIntegralInRange<int32_t>(0, count - 1)].nonce : in.ConsumeIntegral<uint64_t>();
+				d = rl_leases_release(&limit, leases.data(), &count, stamp, now, nonce, &released);
+				CHECK(count <= before && (!released || count < before), "release of a held lease kept %d of %d",
+					  count, before);
+				break;
+			}
+			default:
+				d = look;
+				break;
+		}
+		CHECK(d.decided_at_us == at && d.remaining >= 0 && d.remaining <= limit.capacity,
+			  "decided at %" PRId64 " (expected %" PRId64 "), %" PRId64 " left", d.decided_at_us, at, d.remaining);
+		for (int32_t i = 0; i < count; i++)
+			CHECK(leases[i].expires_us > at || d.state_changed == false,
+				  "a lapsed lease was kept by a call that changed the key");
+		if (d.state_changed)
+			stamp = d.decided_at_us;
+	}
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int *, char ***)
@@ -1554,8 +1636,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FuzzedDataProvider in(data, size);
 	g_call = -1;
 	std::snprintf(g_context, sizeof g_context, "(no limit yet)");
-	switch (in.ConsumeIntegralInRange<int>(0, 9))
+	switch (in.ConsumeIntegralInRange<int>(0, 10))
 	{
+		case 10:
+			RunLeases(in);
+			break;
 		case 0:
 		case 1:
 		case 2:
