@@ -20,8 +20,10 @@
 #include "storage/shmem.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
+#include "utils/timestamp.h"
 
 #include "base/args.h"
+#include "base/counters.h"
 #include "base/settings.h"
 #include "store/shmem_leases.h"
 
@@ -247,6 +249,7 @@ retry:
 				swept = true;
 				goto retry;
 			}
+			RlCount(MyDatabaseId, call->key.zone_id, RL_COUNT_FULL);
 			return RL_STORE_NO_ROOM;
 		}
 		entry->key_len = VARSIZE_ANY_EXHDR(call->key.key);
@@ -393,24 +396,38 @@ LeaseRelimitZone(int32 zone_id, const RlZoneLimit *limit)
 {
 }
 
+/* At most one warning every 10 seconds per session; rl_counters counts them all. */
+static void
+WarnNoRoom(const char *what, const char *policy)
+{
+	static TimestampTz last_warning = 0;
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (now - last_warning < 10 * USECS_PER_SEC)
+		return;
+	last_warning = now;
+	ereport(WARNING,
+			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+			 errmsg("the ratelimit shmem store has no room for the leases of a new key of %s",
+					RlMessageText(what)),
+			 errdetail("ratelimit.shmem_full_policy = %s.  rl_counters counts these calls per zone "
+					   "in \"full\"; this warning is repeated at most every 10 seconds.", policy),
+			 errhint("Raise ratelimit.shmem_max_lease_keys (now %d; a restart is needed).",
+					 shmem_max_lease_keys)));
+}
+
 static void
 LeaseNoRoom(RlDecision *decision, const char *what)
 {
 	switch (rl_shmem_full_policy)
 	{
 		case RL_SHMEM_FULL_ALLOW:
-			ereport(WARNING,
-					(errmsg("the ratelimit shmem store has no room for the leases of a new key of %s",
-							RlMessageText(what)),
-					 errdetail("ratelimit.shmem_full_policy is allow: the lease was granted and is not held.")));
+			WarnNoRoom(what, "allow: the lease was granted and holds no slot");
 			break;
 		case RL_SHMEM_FULL_DENY:
 			decision->allowed = false;
 			decision->retry_after_us = USECS_PER_SEC;
-			ereport(WARNING,
-					(errmsg("the ratelimit shmem store has no room for the leases of a new key of %s",
-							RlMessageText(what)),
-					 errdetail("ratelimit.shmem_full_policy is deny: the lease was refused.")));
+			WarnNoRoom(what, "deny: the lease was refused");
 			break;
 		case RL_SHMEM_FULL_ERROR:
 			ereport(ERROR,
