@@ -39,6 +39,8 @@
 #       state follows the shard
 #   (i) rl_limit_trigger on a table distributed by the trigger's key column
 #       and colocated with the state: 2 rows of 3 per key, the third RL429
+#   (j) rl_wait and leases (rl_acquire, rl_release, rl_leases) through the
+#       coordinator on a table zone: delegated, decided on the key's worker
 #   (g) no server process of any node was terminated by a signal.
 set -uo pipefail
 source "$(dirname "$0")/../../scripts/lib.sh"
@@ -400,6 +402,30 @@ for k in "$K1" "$K2"; do
 		"$(for _ in 1 2 3; do C "SELECT err_of(\$\$INSERT INTO public.comments VALUES ('$k', 'hi')\$\$)" | cut -d' ' -f1; done | tr '\n' ' ' | sed 's/ $//')"
 done
 check "(i) ... the rows are in the table" 4 "$(C 'SELECT count(*) FROM public.comments')"
+
+###########################################################################
+# (j) rl_wait and leases through the coordinator: delegated to the key's
+# worker, decided there (counters), state in the key's shard.
+C "SELECT rl_zone_set('zw', 'token_bucket', 10, '1 second', burst => 1)" >/dev/null
+ZW=$(zone_id zw)
+check "(j) rl_wait through the coordinator on worker 1's key: 3 of 3 admitted, the last two after waiting" 3 \
+	"$(allowed_of "$(calls "$C_PORT" 3 "SELECT rl_wait('zw', '$K1', 1, '10 seconds')")")"
+check "(j) ... decided on worker 1" "0 3 0" "$(decided "$ZW")"
+C "SELECT rl_zone_set('zl', 'concurrency', 2, '1 hour')" >/dev/null
+ZL=$(zone_id zl)
+out=$(PGPORT=$C_PORT "$RL_PG_BIN/psql" -X -q -tA -d postgres 2>&1 <<SQL
+SELECT lease FROM rl_acquire('zl', '$K2') \gset
+SELECT allowed FROM rl_acquire('zl', '$K2');
+SELECT allowed FROM rl_acquire('zl', '$K2');
+SELECT rl_release(:'lease');
+SELECT allowed FROM rl_acquire('zl', '$K2');
+SELECT count(*) FROM rl_leases WHERE zone = 'zl';
+SQL
+)
+check "(j) leases through the coordinator on worker 2's key: 2 of 2 slots, refused, released, taken again, 2 listed" \
+	"t f t t 2" "$(tr '\n' ' ' <<<"$out" | sed 's/ $//')"
+check "(j) ... acquires decided on worker 2" "0 0 4" "$(decided "$ZL")"
+check "(j) ... the leases are in the key's shard on worker 2" 1 "$(state_rows "$W2_PORT" zl "$K2")"
 
 ###########################################################################
 for name in citusc citusw1 citusw2; do
