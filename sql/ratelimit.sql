@@ -1356,7 +1356,11 @@ BEGIN
     CASE privileges
     WHEN 'limit' THEN
         RETURN ARRAY['rl_limit', 'rl_token_bucket', 'rl_sliding_window', 'rl_gcra', 'rl_peek',
-                     'rl_http_guard', 'rl_limit_trigger', 'rl_wait', 'rl_acquire', 'rl_release'];
+                     'rl_http_guard', 'rl_limit_trigger', 'rl_acquire', 'rl_release'];
+    WHEN 'wait' THEN
+        -- Not with 'limit': a call that sleeps holds its connection, and
+        -- behind PostgREST a stranger calling it could hold them all.
+        RETURN ARRAY['rl_wait'];
     WHEN 'refund' THEN
         -- Not with 'limit': a role that may refund its own key is not
         -- limited at all (PostgREST publishes every function it may run).
@@ -1367,7 +1371,7 @@ BEGIN
     ELSE
         RAISE EXCEPTION 'unknown privilege set "%"', left(privileges, 128)
             USING ERRCODE = '22023',
-                  HINT = 'Use ''limit'' (the decision functions), ''refund'' (rl_refund) or ''monitor'' (the views rl_zones, rl_counters, rl_keys and rl_leases).';
+                  HINT = 'Use ''limit'' (the decision functions), ''wait'' (rl_wait), ''refund'' (rl_refund) or ''monitor'' (the views rl_zones, rl_counters, rl_keys and rl_leases).';
     END CASE;
 END
 $fn$;
@@ -1434,11 +1438,13 @@ $fn$;
 
 -- rl_grant(role, 'limit'): the role may make rate-limit decisions
 -- (rl_limit, rl_token_bucket, rl_sliding_window, rl_gcra, rl_peek,
--- rl_http_guard, and create rl_limit_trigger triggers), and use the
--- extension's schema.  rl_grant(role, 'refund'): it may give back what it
--- was charged (rl_refund; a separate set, since a role that may refund is
--- not limited).  rl_grant(role, 'monitor'): it may read rl_zones,
--- rl_counters and rl_keys.  Runs with the caller's rights.  GRANT by a
+-- rl_acquire, rl_release, rl_http_guard, and create rl_limit_trigger
+-- triggers), and use the extension's schema.  rl_grant(role, 'wait'):
+-- rl_wait (a separate set: a call that sleeps holds its connection).
+-- rl_grant(role, 'refund'): it may give back what it was charged
+-- (rl_refund; a separate set, since a role that may refund is not
+-- limited).  rl_grant(role, 'monitor'): it may read rl_zones,
+-- rl_counters, rl_keys and rl_leases.  Runs with the caller's rights.  GRANT by a
 -- role without the grant option only warns ("no privileges were
 -- granted"): rl_grant and rl_revoke refuse such a caller instead, before
 -- anything else (ratelimit.change_privileges would fail on the schema).
@@ -1456,7 +1462,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION rl_grant(regrole, text) IS
-    'Grants a role the decision functions (''limit'', the default), rl_refund (''refund'') or the monitoring views (''monitor''), and USAGE on the extension''s schema';
+    'Grants a role the decision functions (''limit'', the default), rl_wait (''wait''), rl_refund (''refund'') or the monitoring views (''monitor''), and USAGE on the extension''s schema';
 
 -- Takes back what rl_grant gave (USAGE on the schema stays: the role may
 -- have had it before).
@@ -1474,7 +1480,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION rl_revoke(regrole, text) IS
-    'Revokes what rl_grant granted (''limit'', ''refund'' or ''monitor''); USAGE on the schema stays';
+    'Revokes what rl_grant granted (''limit'', ''wait'', ''refund'' or ''monitor''); USAGE on the schema stays';
 
 -- The sweep, last: PostgreSQL lets PUBLIC execute every new function.  Take
 -- that back, and every other privilege PUBLIC holds, from every function
