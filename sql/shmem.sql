@@ -735,6 +735,88 @@ SELECT allowed, remaining FROM rl_refund('s_hist', 'rf', 1);
 SELECT zone, key, cost, allowed FROM ratelimit.history WHERE zone = 's_hist' AND key = 'rf' ORDER BY cost DESC;
 
 -------------------------------------------------------------------------
+-- 15. Leases on the shmem store (leases.sql does the table store): a
+-- concurrency zone of at most 64 slots; a lease belongs to the session
+-- that took it (rl_leases.holder_pid); not transactional, and usable in a
+-- read-only transaction (without history).  A lease lapses at expires_at
+-- on the decision clock; rl_reset forgets a key's leases.
+-------------------------------------------------------------------------
+SET ratelimit.now_override = '2026-01-01 08:00:00+00';
+SELECT * FROM regress.error($$SELECT rl_zone_set('s_conc_big', 'concurrency', 65, '1 minute', store => 'shmem')$$);
+SELECT regress.try($$SELECT rl_zone_set('s_conc', 'concurrency', 64, '1 minute', store => 'shmem', reset => true)$$) AS sixty_four;
+SELECT regress.try($$SELECT rl_zone_set('s_conc', rate => 65)$$) AS raised_to_65;
+SELECT rl_zone_set('s_conc', 'concurrency', 2, '1 minute', store => 'shmem');
+SELECT zone, algorithm, rate, capacity, store FROM rl_zones WHERE zone LIKE 's\_conc%' ORDER BY zone;
+-- Two slots, the third refused until the 10 s lease lapses.
+SELECT lease AS sl1 FROM rl_acquire('s_conc', 'k') \gset
+SELECT lease AS sl2 FROM rl_acquire('s_conc', 'k', '10 seconds') \gset
+SELECT :'sl1' ~ '^[0-9]+:[0-9a-f]{16}:k$' AS sl1_is_lease, :'sl2' ~ '^[0-9]+:[0-9a-f]{16}:k$' AS sl2_is_lease;
+SELECT lease IS NULL AS no_lease, allowed, slots, remaining, retry_after, expires_at, would_allow, zone
+FROM rl_acquire('s_conc', 'k');
+SELECT allowed, capacity, remaining, retry_after FROM rl_peek('s_conc', 'k');
+-- rl_leases: store shmem, held by this session; nothing in the state table.
+SELECT zone, key, expires_at, holder_pid = pg_backend_pid() AS held_by_this_session, store
+FROM rl_leases WHERE zone = 's_conc' ORDER BY expires_at;
+SELECT count(*) AS state_rows FROM ratelimit.state WHERE zone_id = pg_temp.zone_id('s_conc');
+-- Release: true once, then false.
+SELECT rl_release(:'sl2') AS released, rl_release(:'sl2') AS released_again;
+SELECT remaining FROM rl_peek('s_conc', 'k', 0);
+-- Not transactional: a rolled-back acquire keeps its lease, a rolled-back
+-- release stays released.
+BEGIN;
+SELECT lease AS sl3 FROM rl_acquire('s_conc', 'k') \gset
+ROLLBACK;
+SELECT remaining FROM rl_peek('s_conc', 'k', 0);
+SELECT count(*) AS leases_of_k FROM rl_leases WHERE zone = 's_conc' AND key = 'k';
+BEGIN;
+SELECT rl_release(:'sl3') AS released;
+ROLLBACK;
+SELECT remaining FROM rl_peek('s_conc', 'k', 0);
+-- Read-only: a shmem zone without history acquires and releases.
+BEGIN READ ONLY;
+SELECT lease AS sl4 FROM rl_acquire('s_conc', 'ro') \gset
+SELECT remaining FROM rl_peek('s_conc', 'ro', 0);
+SELECT rl_release(:'sl4') AS released_read_only;
+COMMIT;
+-- A lease lapses at expires_at: a microsecond before, still held.
+SELECT lease AS short FROM rl_acquire('s_conc', 'lapse', '5 seconds') \gset
+SELECT lease AS long FROM rl_acquire('s_conc', 'lapse', '1 hour') \gset
+SET ratelimit.now_override = '2026-01-01 08:00:04.999999+00';
+SELECT allowed, remaining, retry_after FROM rl_peek('s_conc', 'lapse');
+SET ratelimit.now_override = '2026-01-01 08:00:05+00';
+SELECT allowed, remaining FROM rl_peek('s_conc', 'lapse');
+SELECT key, expires_at, store FROM rl_leases WHERE zone = 's_conc' AND key = 'lapse';
+SELECT rl_release(:'short') AS released_lapsed;
+SELECT lease IS NOT NULL AS got_lease, remaining, expires_at FROM rl_acquire('s_conc', 'lapse');
+-- rl_reset forgets a key's leases: the old ones release nothing.
+SELECT rl_reset('s_conc', 'lapse') AS had_state;
+SELECT allowed, remaining FROM rl_peek('s_conc', 'lapse', 0);
+SELECT count(*) AS leases_of_lapse FROM rl_leases WHERE zone = 's_conc' AND key = 'lapse';
+SELECT rl_release(:'long') AS released_after_reset;
+-- The rate calls refuse the zone (42809), rl_acquire refuses a rate zone.
+SELECT regress.try($$SELECT rl_limit('s_conc', 'k')$$);
+SELECT regress.try($$SELECT rl_wait('s_conc', 'k', 1, '0')$$);
+SELECT regress.try($$SELECT rl_refund('s_conc', 'k')$$);
+SELECT regress.try($$SELECT rl_acquire('s_tb', 'k')$$);
+-- History (a table row): acquires cost 1, a release -1; in a read-only
+-- transaction refused (25006).  rl_counters counts the acquires.
+SELECT rl_zone_set('s_conc_hist', 'concurrency', 1, '1 minute', store => 'shmem', history => true);
+SELECT lease AS hl FROM rl_acquire('s_conc_hist', 'h') \gset
+SELECT allowed FROM rl_acquire('s_conc_hist', 'h');
+SELECT rl_release(:'hl') AS released;
+SELECT zone, key, cost, allowed FROM ratelimit.history WHERE zone = 's_conc_hist' ORDER BY cost DESC, allowed DESC;
+BEGIN READ ONLY;
+SELECT regress.try($$SELECT rl_acquire('s_conc_hist', 'ro')$$);
+COMMIT;
+SELECT zone, allowed, refused FROM rl_counters WHERE zone IN ('s_conc', 's_conc_hist') ORDER BY zone;
+-- A dropped zone takes its leases with it.
+SELECT lease AS dl FROM rl_acquire('s_conc', 'drop') \gset
+SELECT count(rl_zone_drop(z)) AS dropped FROM unnest(ARRAY['s_conc', 's_conc_hist']) z;
+SELECT count(*) AS leases_left FROM rl_leases WHERE zone LIKE 's\_conc%';
+SELECT rl_release(:'dl') AS released_dropped;
+SET ratelimit.now_override = '2026-01-01 07:00:00+00';
+
+-------------------------------------------------------------------------
 -- 12. A new CREATE EXTENSION starts its zone ids at 1 again: a new zone
 -- with the id of a dropped extension's zone starts with no counts and no
 -- shmem keys of that zone (the counters and the shmem store outlive the

@@ -193,10 +193,24 @@ EmitShmemLease(const RlShmemLeaseInfo *info, void *arg)
 	EmitLease((LeaseScan *) arg, info->zone_id, info->key, &info->lease, "shmem");
 }
 
+/* A table-store key's leases as its transaction sees them (read callback). */
+static bool
+CollectLeases(const RlStateRow *prior, RlStateRow *next, void *arg, RlStateAccess *access)
+{
+	bytea	  **entries = (bytea **) arg;
+
+	*entries = prior != NULL && prior->entries != NULL
+		? DatumGetByteaPCopy(PointerGetDatum(prior->entries)) : NULL;
+	return false;
+}
+
 /*
  * ratelimit.leases(): the leases held now, in both stores: zone id (the
- * view names the zone), key, expiry, holder session (shmem), store.  The
- * nonces stay hidden: whoever reads the view must not release them.
+ * view names the zone), key, expiry, holder session (shmem), store.  A
+ * table-store key is read through the store, as rl_peek reads it: a
+ * transaction sees its own acquires and releases, which the table may not
+ * hold yet.  The nonces stay hidden: whoever reads the view must not
+ * release them.
  */
 Datum
 rl_leases(PG_FUNCTION_ARGS)
@@ -206,19 +220,23 @@ rl_leases(PG_FUNCTION_ARGS)
 	RlSpiSession session;
 	Oid			relid = RlInternalTable("state");
 	MemoryContext caller = CurrentMemoryContext;
+	List	   *zones = NIL;
+	List	   *keys = NIL;
+	ListCell   *zone_cell;
+	ListCell   *key_cell;
 
 	InitMaterializedSRF(fcinfo, 0);
 	scan.rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	scan.now = RlNow();
 	if (!OidIsValid(relid))
 		elog(ERROR, "ratelimit state table is missing");
 	RlSpiConnectAs(RlRelationOwner(relid), &session);
 	if (SPI_execute_plan(RlKeepPlan(&plan,
-									"SELECT s.zone_id, s.key, s.entries FROM " RL_INTERNAL_SCHEMA ".state s"
+									"SELECT z.zone, s.key FROM " RL_INTERNAL_SCHEMA ".state s"
 									" JOIN " RL_INTERNAL_SCHEMA ".zone z"
 									" ON z.zone_id OPERATOR(pg_catalog.=) s.zone_id"
 									" WHERE z.algorithm OPERATOR(pg_catalog.=) 'concurrency'"
-									" AND s.part OPERATOR(pg_catalog.=) 0 AND s.entries IS NOT NULL",
+									" AND z.store OPERATOR(pg_catalog.=) 'table'"
+									" AND s.part OPERATOR(pg_catalog.=) 0",
 									0, NULL),
 						 NULL, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the leases of ratelimit.state");
@@ -227,24 +245,36 @@ rl_leases(PG_FUNCTION_ARGS)
 		HeapTuple	tuple = SPI_tuptable->vals[row];
 		TupleDesc	desc = SPI_tuptable->tupdesc;
 		bool		isnull;
-		int32		zone_id = DatumGetInt32(SPI_getbinval(tuple, desc, 1, &isnull));
-		text	   *key = DatumGetTextPCopy(SPI_getbinval(tuple, desc, 2, &isnull));
-		bytea	   *bytes = DatumGetByteaPP(SPI_getbinval(tuple, desc, 3, &isnull));
-		int32		room = VARSIZE_ANY_EXHDR(bytes) / RL_LEASE_BYTES + 1;
-		RlLease    *leases = palloc(sizeof(RlLease) * room);
-		int32		count;
-		MemoryContext old;
+		MemoryContext old = MemoryContextSwitchTo(caller);
 
-		if (!rl_leases_decode((const uint8_t *) VARDATA_ANY(bytes), VARSIZE_ANY_EXHDR(bytes),
-							  leases, room, &count))
-			continue;			/* corrupt: rl_reset's business, not the view's */
-		old = MemoryContextSwitchTo(caller);
-		key = DatumGetTextPCopy(PointerGetDatum(key));
-		for (int32 i = 0; i < count; i++)
-			EmitLease(&scan, zone_id, key, &leases[i], "table");
+		zones = lappend(zones, DatumGetTextPCopy(SPI_getbinval(tuple, desc, 1, &isnull)));
+		keys = lappend(keys, DatumGetTextPCopy(SPI_getbinval(tuple, desc, 2, &isnull)));
 		MemoryContextSwitchTo(old);
 	}
 	RlSpiFinish(&session);
+
+	forboth(zone_cell, zones, key_cell, keys)
+	{
+		RlCall		call;
+		bytea	   *entries = NULL;
+		RlLease    *leases;
+		int32		room;
+		int32		count;
+
+		RlPrepareZoneCall(&call, (text *) lfirst(zone_cell), (text *) lfirst(key_cell), 0, false);
+		RlReadKey(&call, CollectLeases, &entries);
+		if (entries == NULL)
+			continue;
+		scan.now = call.request.now;
+		room = VARSIZE_ANY_EXHDR(entries) / RL_LEASE_BYTES + 1;
+		leases = palloc(sizeof(RlLease) * room);
+		if (!rl_leases_decode((const uint8_t *) VARDATA_ANY(entries), VARSIZE_ANY_EXHDR(entries),
+							  leases, room, &count))
+			continue;			/* corrupt: rl_reset's business, not the view's */
+		for (int32 i = 0; i < count; i++)
+			EmitLease(&scan, call.zone.zone_id, (text *) lfirst(key_cell), &leases[i], "table");
+	}
+	scan.now = RlNow();
 	RlShmemScanLeases(EmitShmemLease, &scan);
 	return (Datum) 0;
 }

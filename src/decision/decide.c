@@ -857,6 +857,15 @@ RlPeek(RlCall *call)
 	ApplyShadow(call);
 }
 
+void
+RlReadKey(RlCall *call, RlDecideFn read, void *arg)
+{
+	const RlStore *store = LocatedStore(call);
+
+	call->request.now = RlNow();
+	store->read(&call->request, read, arg);
+}
+
 bool
 RlForget(RlCall *call, const char *function)
 {

@@ -94,6 +94,12 @@ extern void RlRefund(RlCall *call, const char *function);
 /* Decides as RlTake would, taking nothing (rl_peek). */
 extern void RlPeek(RlCall *call);
 
+/*
+ * Hands read the key's state as this transaction sees it (its own changes
+ * included), changing nothing: for views of the state.
+ */
+extern void RlReadKey(RlCall *call, RlDecideFn read, void *arg);
+
 /* Forgets the key's state (rl_reset); false when it had none. */
 extern bool RlForget(RlCall *call, const char *function);
 

@@ -148,7 +148,7 @@ SELECT is_empty($$SELECT a.privilege_type FROM pg_catalog.pg_namespace n,
 
 -------------------------------------------------------------------------
 -- 5. Types.  PostgreSQL gives PUBLIC USAGE on every new type, and the
--- extension keeps it on rl_result: USAGE on a composite type only lets a
+-- extension keeps it on rl_result and rl_lease: USAGE on a composite type only lets a
 -- role name it (declare, cast, take it as an argument); it reads and
 -- changes no rate-limit state, and PUBLIC needs it to call the allow-listed
 -- rl_headers(rl_result, boolean).  Nothing more than that USAGE.
@@ -167,8 +167,8 @@ SELECT set_eq($$SELECT t.typname::text, a.privilege_type
                   AND t.typcategory <> 'A'
                   AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class c
                                   WHERE c.oid = t.typrelid AND c.relkind <> 'c')$$,
-              $$VALUES ('rl_result', 'USAGE')$$,
-              'PUBLIC holds USAGE on type rl_result (the default for types), and nothing else on the extension''s types');
+              $$VALUES ('rl_lease', 'USAGE'), ('rl_result', 'USAGE')$$,
+              'PUBLIC holds USAGE on types rl_result and rl_lease (the default for types), and nothing else on the extension''s types');
 
 -------------------------------------------------------------------------
 -- 6. SECURITY DEFINER functions pin search_path, with pg_temp last (else

@@ -19,7 +19,7 @@ SET LOCAL client_min_messages = warning;
 SELECT NOT EXISTS (SELECT 1 FROM pg_catalog.pg_settings
                    WHERE name = 'ratelimit.now_override') AS rl_unloaded \gset
 
-SELECT plan(142);
+SELECT plan(156);
 
 CREATE ROLE rl_pgtap_user NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE;
 CREATE ROLE rl_pgtap_priv_grantee NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE;
@@ -291,7 +291,8 @@ SELECT is_empty($$SELECT 1 FROM ratelimit.state WHERE key IN ('priv-bad', 'priv-
 -------------------------------------------------------------------------
 -- rl_grant and rl_revoke both ways, on a role of their own: 'limit'.
 -------------------------------------------------------------------------
-SELECT rl_zone_set('priv_tb', 'token_bucket', 10, '1 minute'),
+SELECT rl_zone_set('priv_conc', 'concurrency', 10, '1 minute'),
+       rl_zone_set('priv_tb', 'token_bucket', 10, '1 minute'),
        rl_zone_set('priv_tb2', 'gcra', 10, '1 minute'),
        rl_zone_set('priv_sw', 'sliding_window', 10, '1 minute') \gset
 -- One call of each decision function (fn: its name, as the error names
@@ -304,7 +305,9 @@ LANGUAGE sql AS $$
            ('rl_sliding_window', 'rl_sliding_window', $s$SELECT rl_sliding_window('priv_sw', 'priv-g', 1)$s$),
            ('rl_gcra', 'rl_gcra', $s$SELECT rl_gcra('priv-g', 9, 10, 60)$s$),
            ('rl_peek', 'rl_peek', $s$SELECT rl_peek('priv_tb', 'priv-g')$s$),
-           ('rl_http_guard', 'rl_http_guard', $s$SELECT rl_http_guard('priv_tb', 'priv-g')$s$)
+           ('rl_http_guard', 'rl_http_guard', $s$SELECT rl_http_guard('priv_tb', 'priv-g')$s$),
+           ('rl_acquire', 'rl_acquire', $s$SELECT rl_acquire('priv_conc', 'priv-g')$s$),
+           ('rl_release', 'rl_release', $s$SELECT rl_release('999999:0123456789abcdef:priv-g')$s$)
 $$;
 
 SELECT is(pg_temp.priv_executable('rl_pgtap_priv_grantee'),
@@ -324,7 +327,8 @@ RESET ROLE;
 SELECT lives_ok($$SELECT rl_grant('rl_pgtap_priv_grantee', 'limit')$$,
                 'the owner runs rl_grant(role, ''limit'')');
 SELECT is(pg_temp.priv_executable('rl_pgtap_priv_grantee'),
-          ARRAY['rl_client_address(text,text,integer,text)',
+          ARRAY['rl_acquire(text,text,interval)',
+                'rl_client_address(text,text,integer,text)',
                 'rl_gcra(text,integer,integer,double precision,integer)',
                 'rl_headers(rl_result,boolean)',
                 'rl_http_guard(text,text,integer,text)',
@@ -332,9 +336,10 @@ SELECT is(pg_temp.priv_executable('rl_pgtap_priv_grantee'),
                 'rl_limit(text[],text,integer)',
                 'rl_limit_trigger()',
                 'rl_peek(text,text,integer)',
+                'rl_release(text)',
                 'rl_sliding_window(text,text,integer)',
                 'rl_token_bucket(text,double precision,double precision,integer)'],
-          '''limit'' is every decision function (both rl_limit) and the trigger function, and nothing else (no rl_refund)');
+          '''limit'' is every decision function (both rl_limit, rl_acquire and rl_release) and the trigger function, and nothing else (no rl_refund, no rl_wait)');
 SELECT is(pg_temp.priv_readable('rl_pgtap_priv_grantee'), '{}'::text[],
           '''limit'' opens no view');
 SET ROLE rl_pgtap_priv_grantee;
@@ -353,11 +358,33 @@ FROM pg_temp.priv_decisions();
 RESET ROLE;
 
 -------------------------------------------------------------------------
+-- 'wait': rl_wait alone (a call that sleeps holds its connection: not
+-- with 'limit').
+-------------------------------------------------------------------------
+SET ROLE rl_pgtap_priv_grantee;
+SELECT throws_ok($$SELECT rl_wait('priv_tb', 'priv-w', 1, '0')$$, '42501', 'permission denied for function rl_wait',
+                 'before rl_grant ''wait'': rl_wait is refused');
+RESET ROLE;
+SELECT lives_ok($$SELECT rl_grant('rl_pgtap_priv_grantee', 'wait')$$, 'the owner runs rl_grant(role, ''wait'')');
+SELECT is(pg_temp.priv_executable('rl_pgtap_priv_grantee'),
+          ARRAY['rl_client_address(text,text,integer,text)', 'rl_headers(rl_result,boolean)',
+                'rl_wait(text,text,integer,interval)'],
+          '''wait'' is rl_wait, and no other decision function');
+SET ROLE rl_pgtap_priv_grantee;
+SELECT lives_ok($$SELECT rl_wait('priv_tb', 'priv-w', 1, '0')$$, 'after rl_grant ''wait'': rl_wait works');
+RESET ROLE;
+SELECT lives_ok($$SELECT rl_revoke('rl_pgtap_priv_grantee', 'wait')$$, 'the owner runs rl_revoke(role, ''wait'')');
+SET ROLE rl_pgtap_priv_grantee;
+SELECT throws_ok($$SELECT rl_wait('priv_tb', 'priv-w', 1, '0')$$, '42501', 'permission denied for function rl_wait',
+                 'after rl_revoke ''wait'': rl_wait is refused again');
+RESET ROLE;
+
+-------------------------------------------------------------------------
 -- 'monitor' both ways: the views, and the SECURITY DEFINER functions
 -- behind them (a view calls them as its reader).
 -------------------------------------------------------------------------
 CREATE FUNCTION pg_temp.priv_views() RETURNS SETOF text
-LANGUAGE sql AS $$ VALUES ('rl_zones'), ('rl_counters'), ('rl_keys') $$;
+LANGUAGE sql AS $$ VALUES ('rl_zones'), ('rl_counters'), ('rl_keys'), ('rl_leases') $$;
 
 SET ROLE rl_pgtap_priv_grantee;
 SELECT throws_ok(format('SELECT * FROM %I', v), '42501', 'permission denied for view ' || v,
@@ -366,10 +393,10 @@ FROM pg_temp.priv_views() v;
 RESET ROLE;
 SELECT lives_ok($$SELECT rl_grant('rl_pgtap_priv_grantee', 'monitor')$$,
                 'the owner runs rl_grant(role, ''monitor'')');
-SELECT is(pg_temp.priv_readable('rl_pgtap_priv_grantee'), ARRAY['rl_counters', 'rl_keys', 'rl_zones'],
-          '''monitor'' opens the three views, and no other relation');
+SELECT is(pg_temp.priv_readable('rl_pgtap_priv_grantee'), ARRAY['rl_counters', 'rl_keys', 'rl_leases', 'rl_zones'],
+          '''monitor'' opens the four views, and no other relation');
 SELECT is(pg_temp.priv_executable('rl_pgtap_priv_grantee'),
-          ARRAY['ratelimit.counters()', 'ratelimit.keys()',
+          ARRAY['ratelimit.counters()', 'ratelimit.keys()', 'ratelimit.leases()',
                 'rl_client_address(text,text,integer,text)', 'rl_headers(rl_result,boolean)'],
           '''monitor'' adds the functions behind the views, and no decision function');
 SET ROLE rl_pgtap_priv_grantee;
@@ -451,8 +478,8 @@ EXCEPTION WHEN OTHERS THEN
     RETURN SQLSTATE || ' ' || hint;
 END $$;
 SELECT is(pg_temp.priv_hint($$SELECT rl_grant('rl_pgtap_priv_grantee', 'admin')$$),
-          '22023 Use ''limit'' (the decision functions), ''refund'' (rl_refund) or ''monitor'' (the views rl_zones, rl_counters and rl_keys).',
-          'an unknown privilege set: 22023, and the hint names ''limit'', ''refund'' and ''monitor''');
+          '22023 Use ''limit'' (the decision functions), ''wait'' (rl_wait), ''refund'' (rl_refund) or ''monitor'' (the views rl_zones, rl_counters, rl_keys and rl_leases).',
+          'an unknown privilege set: 22023, and the hint names ''limit'', ''wait'', ''refund'' and ''monitor''');
 
 -------------------------------------------------------------------------
 -- Only the owner grants; bad arguments are refused.

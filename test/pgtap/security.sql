@@ -25,7 +25,7 @@ SET LOCAL timezone = 'UTC';
 SET LOCAL datestyle = 'ISO, YMD';
 SET LOCAL client_min_messages = warning;
 
-SELECT plan(285);
+SELECT plan(303);
 
 LOAD 'ratelimit';
 SET LOCAL ratelimit.now_override = '2026-01-01 00:00:00+00';
@@ -49,7 +49,7 @@ GRANT EXECUTE ON FUNCTION
     rl_zone_drop(text, boolean), rl_reset(text, text), rl_gc(text, interval),
     rl_cron_enable(text, name), rl_cron_disable(text)
     TO rl_sec_attacker;
-SELECT rl_grant('rl_sec_attacker', 'limit'), rl_grant('rl_sec_attacker', 'refund'),
+SELECT rl_grant('rl_sec_attacker', 'limit'), rl_grant('rl_sec_attacker', 'wait'), rl_grant('rl_sec_attacker', 'refund'),
        rl_grant('rl_sec_attacker', 'monitor') \gset
 CREATE SCHEMA rl_sec_evil AUTHORIZATION rl_sec_attacker;
 
@@ -234,13 +234,14 @@ SELECT results_eq(
     $$SELECT fn FROM pg_temp.ext_functions() WHERE secdef ORDER BY fn COLLATE "C"$$,
     ARRAY['ratelimit.counters()',
           'ratelimit.keys()',
+          'ratelimit.leases()',
           'ratelimit.node_counters()',
           'ratelimit.node_shmem_keys()',
           'rl_cron_disable(text)',
           'rl_cron_enable(text,name)',
           'rl_zone_drop(text,boolean)',
           'rl_zone_set(text,text,numeric,interval,bigint,text,boolean,text,boolean,boolean)'],
-    'the SECURITY DEFINER functions of the extension are exactly the eight this file attacks');
+    'the SECURITY DEFINER functions of the extension are exactly the nine this file attacks');
 -- The owner is the one role that runs rl_grant and rl_revoke, with its own
 -- rights: they, and the helpers they call, pin search_path as well.
 SELECT results_eq(
@@ -302,6 +303,7 @@ SELECT results_eq(
          THEN $$VALUES ('ratelimit.default_store', 'superuser'), ('ratelimit.guard_error', 'user'),
                        ('ratelimit.now_override', 'superuser'), ('ratelimit.proxy_header', 'superuser'),
                        ('ratelimit.shmem_full_policy', 'superuser'), ('ratelimit.shmem_max_keys', 'postmaster'),
+                       ('ratelimit.shmem_max_lease_keys', 'postmaster'),
                        ('ratelimit.table_access', 'superuser'), ('ratelimit.trusted_proxies', 'superuser')$$
          ELSE $$VALUES ('ratelimit.default_store', 'superuser'), ('ratelimit.guard_error', 'user'),
                        ('ratelimit.now_override', 'superuser'), ('ratelimit.proxy_header', 'superuser'),
@@ -313,7 +315,8 @@ SELECT results_eq(
 -- 3. As an ordinary role: refused until granted, then what it may do.
 -------------------------------------------------------------------------
 SELECT rl_zone_set('sec_pub_tb', 'token_bucket', 10, '1 minute'),
-       rl_zone_set('sec_pub_sw', 'sliding_window', 10, '1 minute') \gset
+       rl_zone_set('sec_pub_sw', 'sliding_window', 10, '1 minute'),
+       rl_zone_set('sec_conc', 'concurrency', 2, '1 minute', history => true) \gset
 -- A cron zone without a usable pg_cron here (this database is not
 -- cron.database_name): rl_zone_set refuses a cron zone no job could
 -- refill, so the superuser writes the configuration directly, as a
@@ -334,9 +337,12 @@ FROM (VALUES ('rl_token_bucket', $s$SELECT rl_token_bucket('sec-pub', 1, 10, 2)$
              ('rl_sliding_window', $s$SELECT rl_sliding_window('sec_pub_sw', 'sec-pub', 4)$s$),
              ('rl_peek', $s$SELECT rl_peek('sec_pub_tb', 'sec-pub', 1)$s$),
              ('rl_gcra', $s$SELECT rl_gcra('sec-pub', 15, 30, 60)$s$),
-             ('rl_http_guard', $s$SELECT rl_http_guard('sec_pub_tb', 'sec-guard')$s$)) t(f, s);
+             ('rl_http_guard', $s$SELECT rl_http_guard('sec_pub_tb', 'sec-guard')$s$),
+             ('rl_wait', $s$SELECT rl_wait('sec_pub_tb', 'sec-pub', 1, '0')$s$),
+             ('rl_acquire', $s$SELECT rl_acquire('sec_conc', 'sec-pub')$s$),
+             ('rl_release', $s$SELECT rl_release('1:0123456789abcdef:sec-pub')$s$)) t(f, s);
 SELECT throws_ok('SELECT * FROM ' || v, '42501', 'permission denied for view ' || v, 'an ungranted role cannot read ' || v)
-FROM (VALUES ('rl_zones'), ('rl_counters')) t(v);
+FROM (VALUES ('rl_zones'), ('rl_counters'), ('rl_leases')) t(v);
 RESET ROLE;
 
 SELECT rl_grant('rl_sec_user') \gset
@@ -354,9 +360,10 @@ SELECT results_eq(
           'rl_refund(text,text,integer)',
           'rl_reset(text,text)',
           'rl_revoke(regrole,text)',
+          'rl_wait(text,text,integer,interval)',
           'rl_zone_drop(text,boolean)',
           'rl_zone_set(text,text,numeric,interval,bigint,text,boolean,text,boolean,boolean)'],
-    'and none of the admin functions, nor rl_refund (a set of its own), nor rl_grant and rl_revoke');
+    'and none of the admin functions, nor rl_refund and rl_wait (sets of their own), nor rl_grant and rl_revoke');
 -- A role that has USAGE on schema ratelimit (the refill job's role does)
 -- must find nothing there to call.
 SELECT is_empty(
@@ -386,21 +393,35 @@ SELECT is(pg_temp.sec_try($q$SELECT rl_headers(r)::text FROM rl_limit('sec_pub_t
 SELECT lives_ok($$SELECT rl_http_guard('sec_pub_tb', 'sec-guard')$$, 'an ordinary role calls rl_http_guard');
 SELECT results_eq($$SELECT allowed, remaining FROM rl_limit('sec_pub_cron', 'sec-pub', 2)$$,
                   $$VALUES (true, 8::bigint)$$, 'an ordinary role calls rl_limit on a cron-refilled zone');
+SELECT throws_ok($$SELECT rl_wait('sec_pub_tb', 'sec-pub-wait', 2, '0')$$, '42501',
+                 'permission denied for function rl_wait', 'granted ''limit'' only, a role cannot call rl_wait');
+RESET ROLE;
+SELECT rl_grant('rl_sec_user', 'wait') \gset
+SET ROLE rl_sec_user;
+SELECT results_eq($$SELECT allowed, remaining FROM rl_wait('sec_pub_tb', 'sec-pub-wait', 2, '0')$$,
+                  $$VALUES (true, 8::bigint)$$, 'granted ''wait'', an ordinary role calls rl_wait');
+RESET ROLE;
+SELECT rl_revoke('rl_sec_user', 'wait') \gset
+SET ROLE rl_sec_user;
+SELECT lease AS sec_pub_lease FROM rl_acquire('sec_conc', 'sec-pub') \gset
+SELECT ok(:'sec_pub_lease' IS NOT NULL, 'an ordinary role calls rl_acquire');
+SELECT is(rl_release(:'sec_pub_lease'), true, 'an ordinary role calls rl_release');
 -- 'limit' opens no view.
 SELECT throws_ok('SELECT * FROM ' || v, '42501', 'permission denied for view ' || v,
                  'granted ''limit'' only, a role cannot read ' || v)
-FROM (VALUES ('rl_zones'), ('rl_counters')) t(v);
+FROM (VALUES ('rl_zones'), ('rl_counters'), ('rl_leases')) t(v);
 RESET ROLE;
 
 SELECT rl_grant('rl_sec_user', 'monitor') \gset
 SELECT results_eq($$SELECT r FROM pg_temp.ext_relations_for('rl_sec_user') r ORDER BY r COLLATE "C"$$,
-                  ARRAY['rl_counters', 'rl_keys', 'rl_zones'],
-                  'granted ''monitor'' as well, it may read the three views and no other relation');
+                  ARRAY['rl_counters', 'rl_keys', 'rl_leases', 'rl_zones'],
+                  'granted ''monitor'' as well, it may read the four views and no other relation');
 SET ROLE rl_sec_user;
 SELECT results_eq($$SELECT zone::text, rate FROM rl_zones WHERE zone LIKE 'sec\_pub\_%' ORDER BY zone COLLATE "C"$$,
                   $$VALUES ('sec_pub_cron'::text COLLATE "C", 10::numeric), ('sec_pub_sw', 10), ('sec_pub_tb', 10)$$,
                   'an ordinary role granted ''monitor'' reads rl_zones');
 SELECT lives_ok($$SELECT * FROM rl_counters$$, 'an ordinary role granted ''monitor'' reads rl_counters');
+SELECT lives_ok($$SELECT * FROM rl_leases$$, 'an ordinary role granted ''monitor'' reads rl_leases');
 RESET ROLE;
 -- What follows holds for 'limit' alone.
 SELECT rl_revoke('rl_sec_user', 'monitor') \gset
@@ -446,6 +467,9 @@ LANGUAGE sql AS $$
         'SELECT ratelimit.shmem_counters()',
         'SELECT ratelimit.shmem_keys()',
         'SELECT ratelimit.keys()',
+        'SELECT ratelimit.leases()',
+        'SELECT ratelimit.lease_list()',
+        'SELECT * FROM rl_leases',
         'SELECT ratelimit.node_counters()',
         'SELECT ratelimit.node_shmem_keys()',
         'SELECT ratelimit.zones_changed()',
@@ -587,6 +611,8 @@ SELECT rl_zone_drop('sec_dropped') \gset
 -- writes the configuration directly, as a restored dump fills the table.
 INSERT INTO ratelimit.zone (zone, algorithm, rate, period, burst, refill)
 VALUES ('sec_cron', 'token_bucket', 60, '1 minute', NULL, 'cron');
+-- A lease held, for rl_leases (ratelimit.leases()) to show.
+SELECT lease IS NOT NULL AS held FROM rl_acquire('sec_conc', 'sec-held') \gset
 
 SET ROLE rl_sec_attacker;
 SELECT set_config('search_path', :'hostile_path', true) \gset
@@ -617,7 +643,10 @@ INSERT INTO pg_temp.sec_out VALUES
     ('def21 counters', pg_temp.sec_try($q$SELECT count(*) OPERATOR(pg_catalog.=) 1 FROM rl_counters WHERE zone OPERATOR(pg_catalog.=) 'sec_dropped'$q$)),
     ('def22 counters direct', pg_temp.sec_try($q$SELECT count(*) FROM ratelimit.counters()$q$)),
     ('def23 keys', pg_temp.sec_try($q$SELECT count(*) FROM rl_keys$q$)),
-    ('def24 keys of one zone', pg_temp.sec_try($q$SELECT count(*) FROM rl_keys WHERE zone OPERATOR(pg_catalog.=) 'sec_pub_tb'$q$));
+    ('def24 keys of one zone', pg_temp.sec_try($q$SELECT count(*) FROM rl_keys WHERE zone OPERATOR(pg_catalog.=) 'sec_pub_tb'$q$)),
+    ('def25 leases', pg_temp.sec_try($q$SELECT count(*) FROM rl_leases$q$)),
+    ('def26 leases of one zone', pg_temp.sec_try($q$SELECT count(*) FROM rl_leases WHERE zone OPERATOR(pg_catalog.=) 'sec_conc'$q$)),
+    ('def27 leases direct', pg_temp.sec_try($q$SELECT count(*) FROM ratelimit.leases()$q$));
 RESET ROLE;
 SET LOCAL search_path TO DEFAULT;
 
@@ -644,6 +673,25 @@ SELECT results_eq(
     $$SELECT got FROM sec_out WHERE label IN ('def23 keys', 'def24 keys of one zone') ORDER BY label$$,
     $$SELECT count(*)::text FROM rl_keys UNION ALL SELECT count(*)::text FROM rl_keys WHERE zone = 'sec_pub_tb'$$,
     'rl_keys (ratelimit.keys(), SECURITY DEFINER) shows the attacker what it shows a superuser');
+SELECT results_eq(
+    $$SELECT got FROM sec_out WHERE label IN ('def25 leases', 'def26 leases of one zone') ORDER BY label$$,
+    $$SELECT count(*)::text FROM rl_leases UNION ALL SELECT count(*)::text FROM rl_leases WHERE zone = 'sec_conc'$$,
+    'rl_leases (ratelimit.leases(), SECURITY DEFINER) shows the attacker what it shows a superuser');
+-- rl_acquire, rl_release and rl_wait are no definers, but their history
+-- and lease statements run as the tables' owner.
+SET ROLE rl_sec_attacker;
+SELECT set_config('search_path', :'hostile_path', true) \gset
+INSERT INTO pg_temp.sec_out VALUES
+    ('def28 acquire', pg_temp.sec_try($q$SELECT allowed FROM rl_acquire('sec_conc', 'sec-att')$q$)),
+    ('def29 release', pg_temp.sec_try($q$SELECT rl_release(lease) FROM rl_acquire('sec_conc', 'sec-att2')$q$)),
+    ('def30 wait', pg_temp.sec_try($q$SELECT allowed FROM rl_wait('sec_pub_tb', 'sec-att', 1, '0')$q$));
+RESET ROLE;
+SET LOCAL search_path TO DEFAULT;
+SELECT results_eq(
+    $$SELECT label, got FROM sec_out WHERE label >= 'def27' AND label < 'def31' ORDER BY label COLLATE "C"$$,
+    $$VALUES ('def27 leases direct'::text, 'ERROR 42501'::text), ('def28 acquire', 'true'),
+             ('def29 release', 'true'), ('def30 wait', 'true')$$,
+    'ratelimit.leases() is not the attacker''s to call; rl_acquire, rl_release and rl_wait work under the hostile search_path');
 SELECT is_empty($$SELECT who, what FROM rl_sec_evil.log$$,
                 'no SECURITY DEFINER function ran any of the attacker''s objects');
 SELECT results_eq(
