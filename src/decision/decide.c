@@ -487,6 +487,62 @@ RefuseBehindOthers(RlCall *call, const RlStore *store, RlDecideFn algorithm)
 	call->decision.retry_after_us = Max(call->decision.retry_after_us, 0);
 }
 
+/*
+ * The waiting of a call in its key's line: tries when first in it, sleeps
+ * until the tokens are due (or until woken, when others are ahead), until
+ * admitted or the deadline.
+ */
+static void
+WaitInLine(RlCall *call, const RlStore *store, RlDecideFn algorithm, TimestampTz deadline,
+		   int64 sleep_us, bool slept_since_attempt)
+{
+	for (;;)
+	{
+		int64		left_us;
+
+		if (slept_since_attempt)
+		{
+			RefreshZone(call);
+			if (RlWaitLineFirst())
+			{
+				AttemptWhileWaiting(call, store, algorithm);
+				if (!MustWait(call, deadline, &sleep_us))
+					return;
+			}
+			else
+			{
+				/* Woken by whoever leaves the line ahead of it, or by the deadline. */
+				if (PastDeadline(deadline, &left_us))
+				{
+					RefuseBehindOthers(call, store, algorithm);
+					return;
+				}
+				sleep_us = left_us;
+			}
+		}
+		SleepOnLatch(sleep_us);
+		slept_since_attempt = true;
+	}
+}
+
+/* WaitInLine, and out of the line however it ends (an error: cancel, timeout). */
+static void
+WaitInLineUntilDone(RlCall *call, const RlStore *store, RlDecideFn algorithm,
+					TimestampTz deadline, int64 sleep_us, bool slept_since_attempt)
+{
+	PG_TRY();
+	{
+		WaitInLine(call, store, algorithm, deadline, sleep_us, slept_since_attempt);
+	}
+	PG_CATCH();
+	{
+		RlWaitLineLeave();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	RlWaitLineLeave();
+}
+
 void
 RlWait(RlCall *call, int64 timeout_us, const char *function)
 {
@@ -515,43 +571,7 @@ RlWait(RlCall *call, int64 timeout_us, const char *function)
 		slept_since_attempt = false;
 	}
 	RlWaitLineJoin(line);
-	PG_TRY();
-	{
-		for (;;)
-		{
-			int64		left_us;
-
-			if (slept_since_attempt)
-			{
-				RefreshZone(call);
-				if (RlWaitLineFirst())
-				{
-					AttemptWhileWaiting(call, store, algorithm);
-					if (!MustWait(call, deadline, &sleep_us))
-						break;
-				}
-				else
-				{
-					/* Woken by whoever leaves the line ahead of it, or by the deadline. */
-					if (PastDeadline(deadline, &left_us))
-					{
-						RefuseBehindOthers(call, store, algorithm);
-						break;
-					}
-					sleep_us = left_us;
-				}
-			}
-			SleepOnLatch(sleep_us);
-			slept_since_attempt = true;
-		}
-	}
-	PG_CATCH();
-	{
-		RlWaitLineLeave();
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-	RlWaitLineLeave();
+	WaitInLineUntilDone(call, store, algorithm, deadline, sleep_us, slept_since_attempt);
 	Conclude(call);
 }
 
