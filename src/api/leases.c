@@ -47,8 +47,9 @@ NewNonce(void)
 static text *
 LeaseText(const RlCall *call)
 {
-	return cstring_to_text(psprintf("%d:%016" INT64_MODIFIER "x:%s", call->request.key.zone_id,
-									call->lease.nonce, text_to_cstring(call->request.key.key)));
+	return cstring_to_text(psprintf("%d:%016llx:%s", call->request.key.zone_id,
+									(unsigned long long) call->lease.nonce,
+									text_to_cstring(call->request.key.key)));
 }
 
 /* rl_acquire(zone, key, ttl DEFAULT NULL): a lease of one slot, or a refusal. */
