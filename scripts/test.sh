@@ -55,6 +55,13 @@
 #                                    concurrency; skipped (never counted as
 #                                    passed) where Citus is not installed
 #                                    in the server under test
+#   wait        test/load/wait.sh    pgbench: many rl_wait callers on one
+#                                    key (all admitted, within bounds) and
+#                                    leases of a 3-slot zone (never more
+#                                    than 3 in), both stores
+#   leases      test/fault/leases.sh a lease's session terminated or ended,
+#                                    restarts and a crash; a killed waiter
+#                                    does not hold up its line (own cluster)
 #   multi-zone  test/load/multi_zone.sh  pgbench on rl_limit(zones[]): none
 #                                    charged when one refuses, no deadlock;
 #                                    both stores, mixed (own cluster)
@@ -277,6 +284,10 @@ echo "---- zones refused when defined: no preload, no pg_cron (once, own cluster
 run_tap_script "zones (setup errors)" "$RESULTS/zones-setup.log" bash test/zones/setup_errors.sh
 echo "---- several zones in one call under load, both stores (once, own cluster)"
 run_tap_script "load, multi-zone" "$RESULTS/load-multi-zone.log" bash test/load/multi_zone.sh
+echo "---- rl_wait and leases under load, both stores (once)"
+run_tap_script "load, wait and leases" "$RESULTS/load-wait.log" bash test/load/wait.sh 8 5
+echo "---- leases and rl_wait lines across session ends, restarts, a crash (once, own cluster)"
+run_tap_script "fault (leases)" "$RESULTS/fault-leases.log" bash test/fault/leases.sh
 echo "---- Citus: coordinator + 2 workers, the README recipe (once, own clusters; skipped without Citus)"
 run_tap_script "citus" "$RESULTS/citus.log" bash test/citus/citus.sh
 echo "---- the README's SQL examples, as written (once, own cluster)"

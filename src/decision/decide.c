@@ -340,7 +340,7 @@ RlRelease(RlCall *call, const char *function)
 /*
  * One attempt of a waiting call.  Where a refusal would keep the key's row
  * locked (the table store locks an exact sliding window's row before
- * deciding), the attempt runs in a subtransaction that a refusal rolls
+ * deciding, and SPI reads every row FOR UPDATE), the attempt runs in a subtransaction that a refusal rolls
  * back: the waiter must not hold up the key's other callers while it
  * sleeps.
  */
@@ -350,7 +350,7 @@ AttemptWhileWaiting(RlCall *call, const RlStore *store, RlDecideFn algorithm)
 	MemoryContext context = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
 
-	if (!(store->writes_tables && call->request.lock_first))
+	if (!(store->refusal_may_lock || (store->writes_tables && call->request.lock_first)))
 	{
 		DecideOnce(call, store, algorithm);
 		return;
@@ -568,8 +568,11 @@ RlWait(RlCall *call, int64 timeout_us, const char *function)
 			Conclude(call);
 			return;
 		}
-		slept_since_attempt = false;
 	}
+	/*
+	 * Tries again once in line (slept_since_attempt stays true): tokens
+	 * given back between the attempt above and the joining woke nobody.
+	 */
 	RlWaitLineJoin(line);
 	WaitInLineUntilDone(call, store, algorithm, deadline, sleep_us, slept_since_attempt);
 	Conclude(call);

@@ -119,6 +119,14 @@ typedef struct RlStore
 	bool		writes_tables;
 
 	/*
+	 * A refused decision may keep the key locked until the transaction
+	 * ends (SPI decides on a row read FOR UPDATE): a caller that sleeps
+	 * after a refusal must undo it first.  Otherwise only a decision that
+	 * locks first (lock_first) keeps a lock when it refuses.
+	 */
+	bool		refusal_may_lock;
+
+	/*
 	 * Starts finding the key, as early as it is known; raises nothing.
 	 * NULL where there is nothing to start.
 	 */

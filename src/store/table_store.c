@@ -255,7 +255,7 @@ TableRelimitZone(int32 zone_id, const RlZoneLimit *limit)
 }
 
 /* One RlStore per path to the table: the same cache over other row operations. */
-#define TABLE_STORE(rows, store_name) \
+#define TABLE_STORE(rows, store_name, locks_to_decide) \
 static RlStoreOutcome \
 rows##Update(RlStoreCall *call, RlDecideFn decide, void *arg) \
 { \
@@ -292,6 +292,7 @@ rows##RemovePart(const RlStateKey *key) \
 const RlStore store_name = { \
 	.name = #store_name, \
 	.writes_tables = true, \
+	.refusal_may_lock = locks_to_decide, \
 	.locate = NULL, \
 	.update = rows##Update, \
 	.update_together = rows##UpdateTogether, \
@@ -305,5 +306,5 @@ const RlStore store_name = { \
 	.no_room = NULL, \
 }
 
-TABLE_STORE(RlDirectRows, RlTableDirectStore);
-TABLE_STORE(RlSpiRows, RlTableSpiStore);
+TABLE_STORE(RlDirectRows, RlTableDirectStore, false);
+TABLE_STORE(RlSpiRows, RlTableSpiStore, true);
