@@ -171,6 +171,31 @@ PartitionLock(uint32 hashcode)
 	return &lease_locks[hashcode % LEASE_PARTITIONS].lock;
 }
 
+/* Where a key's entry is: its tag, hash and partition lock. */
+typedef struct KeyPlace
+{
+	LeaseTag	tag;
+	uint32		hashcode;
+	LWLock	   *lock;
+} KeyPlace;
+
+/* Locks the key's partition in mode and finds its entry (NULL: none). */
+static LeaseEntry *
+LockAndFind(const RlStateKey *key, LWLockMode mode, KeyPlace *place)
+{
+	place->tag = TagOf(key);
+	place->hashcode = get_hash_value(lease_keys, &place->tag);
+	place->lock = PartitionLock(place->hashcode);
+	LWLockAcquire(place->lock, mode);
+	return hash_search_with_hash_value(lease_keys, &place->tag, place->hashcode, HASH_FIND, NULL);
+}
+
+static void
+RemoveEntry(const KeyPlace *place)
+{
+	hash_search_with_hash_value(lease_keys, &place->tag, place->hashcode, HASH_REMOVE, NULL);
+}
+
 /* The entry as a row: palloc'd leases, as the table store would read them. */
 static void
 RowOf(const LeaseEntry *entry, RlStateRow *row)
@@ -203,9 +228,7 @@ LeasesOfRow(const RlStateRow *row, RlLease *leases)
 static RlStoreOutcome
 LeaseUpdate(RlStoreCall *call, RlDecideFn decide, void *arg)
 {
-	LeaseTag	tag;
-	uint32		hashcode;
-	LWLock	   *lock;
+	KeyPlace	place;
 	LeaseEntry *entry;
 	RlStateRow	prior;
 	RlStateRow	next;
@@ -215,17 +238,13 @@ LeaseUpdate(RlStoreCall *call, RlDecideFn decide, void *arg)
 	bool		swept = false;
 
 	RequireLeaseTable();
-	tag = TagOf(&call->key);
-	hashcode = get_hash_value(lease_keys, &tag);
-	lock = PartitionLock(hashcode);
 retry:
-	LWLockAcquire(lock, LW_EXCLUSIVE);
-	entry = hash_search_with_hash_value(lease_keys, &tag, hashcode, HASH_FIND, NULL);
+	entry = LockAndFind(&call->key, LW_EXCLUSIVE, &place);
 	if (entry != NULL)
 		RowOf(entry, &prior);
 	if (!decide(entry != NULL ? &prior : NULL, &next, arg, NULL))
 	{
-		LWLockRelease(lock);
+		LWLockRelease(place.lock);
 		return RL_STORE_DECIDED;
 	}
 	count = LeasesOfRow(&next, leases);
@@ -233,16 +252,16 @@ retry:
 	{
 		/* Nothing held: the key is as good as new. */
 		if (entry != NULL)
-			hash_search_with_hash_value(lease_keys, &tag, hashcode, HASH_REMOVE, NULL);
-		LWLockRelease(lock);
+			RemoveEntry(&place);
+		LWLockRelease(place.lock);
 		return RL_STORE_DECIDED;
 	}
 	if (entry == NULL)
 	{
-		entry = hash_search_with_hash_value(lease_keys, &tag, hashcode, HASH_ENTER_NULL, &found);
+		entry = hash_search_with_hash_value(lease_keys, &place.tag, place.hashcode, HASH_ENTER_NULL, &found);
 		if (entry == NULL)
 		{
-			LWLockRelease(lock);
+			LWLockRelease(place.lock);
 			/* Decided again after the sweep: the key's row may have changed meanwhile. */
 			if (!swept && RemoveLapsedKeys(call->now) > 0)
 			{
@@ -258,16 +277,14 @@ retry:
 	memcpy(entry->leases, leases, sizeof(RlLease) * count);
 	entry->count = count;
 	entry->stamp = next.stamp;
-	LWLockRelease(lock);
+	LWLockRelease(place.lock);
 	return RL_STORE_DECIDED;
 }
 
 static void
 LeaseRead(RlStoreCall *call, RlDecideFn decide, void *arg)
 {
-	LeaseTag	tag;
-	uint32		hashcode;
-	LWLock	   *lock;
+	KeyPlace	place;
 	LeaseEntry *entry;
 	RlStateRow	prior;
 	RlStateRow	next;
@@ -277,38 +294,28 @@ LeaseRead(RlStoreCall *call, RlDecideFn decide, void *arg)
 		(void) decide(NULL, &next, arg, NULL);
 		return;
 	}
-	tag = TagOf(&call->key);
-	hashcode = get_hash_value(lease_keys, &tag);
-	lock = PartitionLock(hashcode);
-	LWLockAcquire(lock, LW_SHARED);
-	entry = hash_search_with_hash_value(lease_keys, &tag, hashcode, HASH_FIND, NULL);
+	entry = LockAndFind(&call->key, LW_SHARED, &place);
 	if (entry != NULL)
 		RowOf(entry, &prior);
 	(void) decide(entry != NULL ? &prior : NULL, &next, arg, NULL);
-	LWLockRelease(lock);
+	LWLockRelease(place.lock);
 }
 
 static bool
 LeaseRemove(const RlStateKey *key, RlStateRow *removed)
 {
-	LeaseTag	tag;
-	uint32		hashcode;
-	LWLock	   *lock;
+	KeyPlace	place;
 	LeaseEntry *entry;
 
 	if (lease_keys == NULL)
 		return false;
-	tag = TagOf(key);
-	hashcode = get_hash_value(lease_keys, &tag);
-	lock = PartitionLock(hashcode);
-	LWLockAcquire(lock, LW_EXCLUSIVE);
-	entry = hash_search_with_hash_value(lease_keys, &tag, hashcode, HASH_FIND, NULL);
+	entry = LockAndFind(key, LW_EXCLUSIVE, &place);
 	if (entry != NULL)
 	{
 		RowOf(entry, removed);
-		hash_search_with_hash_value(lease_keys, &tag, hashcode, HASH_REMOVE, NULL);
+		RemoveEntry(&place);
 	}
-	LWLockRelease(lock);
+	LWLockRelease(place.lock);
 	return entry != NULL;
 }
 
