@@ -27,6 +27,7 @@
 #include "base/pg_compat.h"
 #include "base/spi_exec.h"
 #include "core/rl_core.h"
+#include "decision/algorithms.h"
 #include "decision/zone.h"
 #include "store/state_table.h"
 #include "store/table_cache.h"
@@ -73,13 +74,10 @@ RowIdle(const GcRow *r, TimestampTz now, bool has_max_window, int64 max_window_u
 	else if (zone.limit.algorithm == RL_ALGORITHM_CONCURRENCY)
 	{
 		/* Only once every lease has lapsed: a held lease is a slot taken. */
-		int32		room = r->row.entries != NULL ? VARSIZE_ANY_EXHDR(r->row.entries) / RL_LEASE_BYTES + 1 : 1;
-		RlLease    *leases = palloc(sizeof(RlLease) * room);
 		int32		count;
+		RlLease    *leases = RlLeasesOfBytes(r->row.entries, &count);
 
-		if (!rl_leases_decode(r->row.entries != NULL ? (const uint8_t *) VARDATA_ANY(r->row.entries) : NULL,
-							  r->row.entries != NULL ? VARSIZE_ANY_EXHDR(r->row.entries) : 0,
-							  leases, room, &count))
+		if (leases == NULL)
 			return false;		/* corrupt: rl_reset's business */
 		return rl_leases_idle(leases, count, now);
 	}

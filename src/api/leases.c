@@ -259,7 +259,6 @@ rl_leases(PG_FUNCTION_ARGS)
 		RlCall		call;
 		bytea	   *entries = NULL;
 		RlLease    *leases;
-		int32		room;
 		int32		count;
 
 		RlPrepareZoneCall(&call, (text *) lfirst(zone_cell), (text *) lfirst(key_cell), 0, false);
@@ -267,10 +266,8 @@ rl_leases(PG_FUNCTION_ARGS)
 		if (entries == NULL)
 			continue;
 		scan.now = call.request.now;
-		room = VARSIZE_ANY_EXHDR(entries) / RL_LEASE_BYTES + 1;
-		leases = palloc(sizeof(RlLease) * room);
-		if (!rl_leases_decode((const uint8_t *) VARDATA_ANY(entries), VARSIZE_ANY_EXHDR(entries),
-							  leases, room, &count))
+		leases = RlLeasesOfBytes(entries, &count);
+		if (leases == NULL)
 			continue;			/* corrupt: rl_reset's business, not the view's */
 		for (int32 i = 0; i < count; i++)
 			EmitLease(&scan, call.zone.zone_id, (text *) lfirst(key_cell), &leases[i], "table");

@@ -291,32 +291,32 @@ RlForgetChunks(const RlCall *call, const RlStore *store, const RlStateRow *remov
 
 /* ---- Leases (concurrency zones) ---- */
 
-/* The key's leases, those of sessions that are gone marked lapsed; palloc'd. */
-static RlLease *
-LeasesOf(const RlCall *call, const RlStateRow *row, int32 room, int32 *count)
+RlLease *
+RlLeasesOfBytes(const bytea *bytes, int32 *count)
 {
-	RlLease    *leases = palloc(sizeof(RlLease) * Max(room, 1));
-	const bytea *bytes = row != NULL ? row->entries : NULL;
+	int32		len = bytes != NULL ? VARSIZE_ANY_EXHDR(bytes) : 0;
+	int32		room = len / RL_LEASE_BYTES + 1;	/* and one more: an acquire appends it */
+	RlLease    *leases = palloc(sizeof(RlLease) * room);
 
-	if (!rl_leases_decode(bytes != NULL ? (const uint8_t *) VARDATA_ANY(bytes) : NULL,
-						  bytes != NULL ? VARSIZE_ANY_EXHDR(bytes) : 0,
+	if (!rl_leases_decode(bytes != NULL ? (const uint8_t *) VARDATA_ANY(bytes) : NULL, len,
 						  leases, room, count))
+		return NULL;
+	return leases;
+}
+
+/* The key's leases, those of sessions that are gone marked lapsed. */
+static RlLease *
+LeasesOf(const RlCall *call, const RlStateRow *row, int32 *count)
+{
+	RlLease    *leases = RlLeasesOfBytes(row != NULL ? row->entries : NULL, count);
+
+	if (leases == NULL)
 		ReportCorruptState(call);
 	for (int32 i = 0; i < *count; i++)
 		if (leases[i].holder_pid != 0 &&
 			!RlLeaseHolderAlive(leases[i].holder_pid, leases[i].holder_proc))
 			leases[i].expires_us = PG_INT64_MIN;
 	return leases;
-}
-
-/* Room for the leases a row holds and one more. */
-static int32
-LeaseRoom(const RlStateRow *row)
-{
-	int32		held = row != NULL && row->entries != NULL
-		? VARSIZE_ANY_EXHDR(row->entries) / RL_LEASE_BYTES : 0;
-
-	return held + 1;
 }
 
 static void
@@ -342,7 +342,7 @@ RlAcquireLease(const RlStateRow *prior, RlStateRow *next, void *arg, RlStateAcce
 {
 	RlCall	   *call = (RlCall *) arg;
 	int32		count;
-	RlLease    *leases = LeasesOf(call, prior, LeaseRoom(prior), &count);
+	RlLease    *leases = LeasesOf(call, prior, &count);
 	int64		decided_at = Max(call->request.now, prior != NULL ? prior->stamp : PG_INT64_MIN);
 
 	/* From the decision's instant, as every time the core reports. */
@@ -360,7 +360,7 @@ RlReleaseLease(const RlStateRow *prior, RlStateRow *next, void *arg, RlStateAcce
 {
 	RlCall	   *call = (RlCall *) arg;
 	int32		count;
-	RlLease    *leases = LeasesOf(call, prior, LeaseRoom(prior), &count);
+	RlLease    *leases = LeasesOf(call, prior, &count);
 
 	call->decision = rl_leases_release(&call->request.limit.zone, leases, &count,
 									   prior != NULL ? prior->stamp : PG_INT64_MIN, call->request.now,
@@ -374,7 +374,7 @@ RlPeekLeases(const RlStateRow *prior, RlStateRow *next, void *arg, RlStateAccess
 {
 	RlCall	   *call = (RlCall *) arg;
 	int32		count;
-	RlLease    *leases = LeasesOf(call, prior, LeaseRoom(prior), &count);
+	RlLease    *leases = LeasesOf(call, prior, &count);
 
 	call->decision = rl_leases_peek(&call->request.limit.zone, leases, count,
 									prior != NULL ? prior->stamp : PG_INT64_MIN, call->request.now);

@@ -47,6 +47,12 @@ extern bool RlHoldKey(const RlStateRow *prior, RlStateRow *next, void *arg,
  * (holder_pid set, its process slot now another's or empty) counts as
  * lapsed.
  */
+/*
+ * A key's leases as its row's bytes hold them (NULL: none), palloc'd with
+ * room for one more; NULL when the bytes do not decode (corrupt state).
+ */
+extern RlLease *RlLeasesOfBytes(const bytea *bytes, int32 *count);
+
 extern bool RlAcquireLease(const RlStateRow *prior, RlStateRow *next, void *arg,
 						   RlStateAccess *access);
 extern bool RlReleaseLease(const RlStateRow *prior, RlStateRow *next, void *arg,
