@@ -19,6 +19,7 @@ OBJS = \
 	src/decision/zone.o \
 	src/store/row_direct.o \
 	src/store/row_spi.o \
+	src/store/shmem_eviction.o \
 	src/store/shmem_file.o \
 	src/store/shmem_leases.o \
 	src/store/shmem_sets.o \
@@ -30,11 +31,14 @@ OBJS = \
 	src/base/args.o \
 	src/base/clock.o \
 	src/base/counters.o \
+	src/base/key_hash.o \
 	src/base/settings.o \
 	src/base/spi_exec.o \
 	src/base/wait_lines.o \
 	src/core/client_address.o \
 	src/core/counter_algorithms.o \
+	src/core/key_debt.o \
+	src/core/keyed_hash.o \
 	src/core/leases.o \
 	src/core/sliding_window.o \
 	src/core/token_bucket.o

@@ -644,18 +644,22 @@ COMMENT ON VIEW rl_zones IS 'Rate-limit zones';
 
 -- Counters in shared memory, per zone: no row that every call updates.
 CREATE FUNCTION ratelimit.shmem_counters(
-    OUT zone_id int, OUT allowed bigint, OUT refused bigint, OUT evicted bigint, OUT full bigint)
+    OUT zone_id int, OUT allowed bigint, OUT refused bigint, OUT evicted bigint, OUT full bigint,
+    OUT forgiven bigint, OUT keys bigint)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'rl_shmem_counters'
 LANGUAGE C VOLATILE;
 
 -- Decisions per zone since the server started (both stores; empty unless
--- ratelimit is in shared_preload_libraries).  evicted: recovered keys the
--- shmem store forgot to make room; full: new keys it found no room for.
--- By zone name: the counts of a zone's earlier ids (before a reset, or a
--- drop and a new zone of the same name) add up under it.
+-- ratelimit is in shared_preload_libraries).  evicted: keys the shmem store
+-- forgot to make room; forgiven: the tokens they were missing (at most that
+-- many calls more were let through); full: new keys it found no room for;
+-- keys: the keys it holds now.  By zone name: the counts of a zone's
+-- earlier ids (before a reset, or a drop and a new zone of the same name)
+-- add up under it.
 CREATE FUNCTION ratelimit.node_counters(
-    OUT zone text, OUT allowed bigint, OUT refused bigint, OUT evicted bigint, OUT full bigint)
+    OUT zone text, OUT allowed bigint, OUT refused bigint, OUT evicted bigint, OUT full bigint,
+    OUT forgiven bigint, OUT keys bigint)
 RETURNS SETOF record
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -663,7 +667,8 @@ AS $fn$
     SELECT coalesce(z.zone, r.zone, CASE c.zone_id WHEN 0 THEN '(rl_token_bucket)'
                                                    WHEN -1 THEN '(rl_gcra)'
                                                    ELSE '(zone id ' || c.zone_id || ')' END),
-           sum(c.allowed)::bigint, sum(c.refused)::bigint, sum(c.evicted)::bigint, sum(c.full)::bigint
+           sum(c.allowed)::bigint, sum(c.refused)::bigint, sum(c.evicted)::bigint, sum(c.full)::bigint,
+           sum(c.forgiven)::bigint, sum(c.keys)::bigint
     FROM ratelimit.shmem_counters() c
     LEFT JOIN ratelimit.zone z ON z.zone_id OPERATOR(pg_catalog.=) c.zone_id
     LEFT JOIN ratelimit.retired_zone_id r ON r.zone_id OPERATOR(pg_catalog.=) c.zone_id
@@ -693,7 +698,8 @@ $fn$;
 -- On Citus each node counts what it decided: the counters of every node,
 -- added up.
 CREATE FUNCTION ratelimit.counters(
-    OUT zone text, OUT allowed bigint, OUT refused bigint, OUT evicted bigint, OUT full bigint)
+    OUT zone text, OUT allowed bigint, OUT refused bigint, OUT evicted bigint, OUT full bigint,
+    OUT forgiven bigint, OUT keys bigint)
 RETURNS SETOF record
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -704,16 +710,18 @@ BEGIN
         RETURN;
     END IF;
     RETURN QUERY
-    SELECT c.zone, sum(c.allowed)::bigint, sum(c.refused)::bigint, sum(c.evicted)::bigint, sum(c."full")::bigint
+    SELECT c.zone, sum(c.allowed)::bigint, sum(c.refused)::bigint, sum(c.evicted)::bigint, sum(c."full")::bigint,
+           sum(c.forgiven)::bigint, sum(c.keys)::bigint
     FROM ratelimit.on_every_node('SELECT coalesce(json_agg(c), ''[]'') FROM ratelimit.node_counters() c') n,
-         json_to_record(n) AS c(zone text, allowed bigint, refused bigint, evicted bigint, "full" bigint)
+         json_to_record(n) AS c(zone text, allowed bigint, refused bigint, evicted bigint, "full" bigint,
+                                forgiven bigint, keys bigint)
     GROUP BY c.zone;
 END
 $fn$;
 
 CREATE VIEW rl_counters AS SELECT * FROM ratelimit.counters();
 COMMENT ON VIEW rl_counters IS
-    'Allowed and refused calls per zone since the server started, and the shmem store''s evictions and full refusals';
+    'Allowed and refused calls per zone since the server started, and the shmem store''s evictions, the tokens they forgave, its full refusals and the keys it holds';
 
 -- The shmem store's keys of this database, as a call of cost 0 sees them.
 CREATE FUNCTION ratelimit.shmem_keys(
@@ -722,6 +730,15 @@ CREATE FUNCTION ratelimit.shmem_keys(
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'rl_shmem_keys'
 LANGUAGE C VOLATILE;
+
+-- The set of the shmem store a key of a zone (its id; 0 rl_token_bucket,
+-- -1 rl_gcra) of this database maps to now: where the server's secret puts
+-- it, which callers cannot predict.  For tests and diagnosis, the owner's
+-- only: whoever can ask it can choose keys that share a set.
+CREATE FUNCTION ratelimit.shmem_placement(zone_id int, key text)
+RETURNS int
+AS 'MODULE_PATHNAME', 'rl_shmem_placement'
+LANGUAGE C VOLATILE STRICT;
 
 -- Every key with state, on both stores, and what it has left now.  Zones'
 -- keys show what rl_peek shows for cost 0; rl_token_bucket's buckets record

@@ -20,6 +20,7 @@
 
 #include "api/privilege_hint.h"
 #include "base/counters.h"
+#include "base/key_hash.h"
 #include "base/settings.h"
 #include "base/wait_lines.h"
 #include "decision/zone.h"
@@ -41,6 +42,7 @@ ShmemRequest(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 	RlCountersRequest();
+	RlKeyHashRequest();
 	RlShmemStoreRequest();
 	RlWaitLinesRequest();
 	RlShmemLeasesRequest();
@@ -52,6 +54,7 @@ ShmemStartup(void)
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
 	RlCountersStartup();
+	RlKeyHashStartup();		/* before the shmem store loads keys placed with it */
 	RlShmemStoreStartup();
 	RlWaitLinesStartup();
 	RlShmemLeasesStartup();

@@ -2,7 +2,8 @@
  * monitor.c -- what the monitoring views read from C: rl_keys' shmem rows
  * (ratelimit.shmem_keys()), rl_counters' counts (ratelimit.shmem_counters())
  * and whether they must gather every Citus node's
- * (ratelimit.state_is_distributed()).
+ * (ratelimit.state_is_distributed()); and, for the owner, where the shmem
+ * store places a key (ratelimit.shmem_placement()).
  */
 #include "postgres.h"
 
@@ -18,6 +19,7 @@
 PG_FUNCTION_INFO_V1(rl_shmem_keys);
 PG_FUNCTION_INFO_V1(rl_shmem_counters);
 PG_FUNCTION_INFO_V1(rl_state_is_distributed);
+PG_FUNCTION_INFO_V1(rl_shmem_placement);
 
 typedef struct KeysScan
 {
@@ -108,4 +110,11 @@ Datum
 rl_state_is_distributed(PG_FUNCTION_ARGS)
 {
 	PG_RETURN_BOOL(RlGetStateTable()->is_distributed);
+}
+
+/* ratelimit.shmem_placement(zone_id, key): the set the key maps to now. */
+Datum
+rl_shmem_placement(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT32(RlShmemPlacement(PG_GETARG_INT32(0), PG_GETARG_TEXT_PP(1)));
 }

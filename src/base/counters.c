@@ -1,7 +1,8 @@
 /*
  * counters.c -- per-zone counts of allowed, refused, evicted and
- * refused-for-space calls, in shared memory (atomics, no lock), for
- * rl_counters.  Every store counts here; nothing is counted without
+ * refused-for-space calls, the tokens evictions forgave and the keys the
+ * shmem store holds, in shared memory (atomics, no lock), for rl_counters
+ * and for the shmem store's fair shares.  Every store counts here; nothing is counted without
  * ratelimit in shared_preload_libraries.
  */
 #include "postgres.h"
@@ -42,10 +43,17 @@ CounterTag(Oid dbid, int32 zone_id)
 	return ((uint64) dbid << 32) | (uint32) (zone_id + 2);
 }
 
+/* Where a zone's probe for its slot starts. */
+static uint32
+SlotStart(Oid dbid, int32 zone_id)
+{
+	return (uint32) (hash_bytes_uint32((uint32) zone_id) ^ dbid) % RL_COUNTER_SLOTS;
+}
+
 static ZoneCounters *
 FindCounters(uint64 tag, Oid dbid, int32 zone_id)
 {
-	uint32		start = (uint32) (hash_bytes_uint32((uint32) zone_id) ^ dbid) % RL_COUNTER_SLOTS;
+	uint32		start = SlotStart(dbid, zone_id);
 
 	for (uint32 probe = 0; probe < RL_COUNTER_SLOTS; probe++)
 	{
@@ -93,13 +101,39 @@ CountersOf(Oid dbid, int32 zone_id)
 void
 RlCount(Oid dbid, int32 zone_id, RlZoneCount what)
 {
+	RlCountAdd(dbid, zone_id, what, 1);
+}
+
+void
+RlCountAdd(Oid dbid, int32 zone_id, RlZoneCount what, int64 delta)
+{
 	ZoneCounters *slot;
 
-	if (counters == NULL)
+	if (counters == NULL || delta == 0)
 		return;					/* not preloaded: nothing is counted */
 	slot = CountersOf(dbid, zone_id);
 	if (slot != NULL)
-		pg_atomic_fetch_add_u64(&slot->counts[what], 1);
+		pg_atomic_fetch_add_u64(&slot->counts[what], (uint64) delta);	/* two's complement: - too */
+}
+
+int64
+RlCountOf(Oid dbid, int32 zone_id, RlZoneCount what)
+{
+	uint64		tag = CounterTag(dbid, zone_id);
+
+	if (counters == NULL)
+		return 0;
+	for (uint32 probe = 0, start = SlotStart(dbid, zone_id); probe < RL_COUNTER_SLOTS; probe++)
+	{
+		ZoneCounters *slot = &counters->zones[(start + probe) % RL_COUNTER_SLOTS];
+		uint64		seen = pg_atomic_read_u64(&slot->tag);
+
+		if (seen == tag)
+			return (int64) pg_atomic_read_u64(&slot->counts[what]);
+		if (seen == 0)
+			break;
+	}
+	return 0;
 }
 
 void
@@ -110,7 +144,7 @@ RlCountersStartAfresh(Oid dbid, int32 zone_id)
 
 	if (counters == NULL)
 		return;
-	start = (uint32) (hash_bytes_uint32((uint32) zone_id) ^ dbid) % RL_COUNTER_SLOTS;
+	start = SlotStart(dbid, zone_id);
 	for (uint32 probe = 0; probe < RL_COUNTER_SLOTS; probe++)
 	{
 		ZoneCounters *slot = &counters->zones[(start + probe) % RL_COUNTER_SLOTS];
@@ -120,8 +154,10 @@ RlCountersStartAfresh(Oid dbid, int32 zone_id)
 			return;				/* never counted */
 		if (seen == tag)
 		{
+			/* The keys held are the store's, not the zone's history. */
 			for (int what = 0; what < RL_ZONE_COUNTS; what++)
-				pg_atomic_write_u64(&slot->counts[what], 0);
+				if (what != RL_COUNT_KEYS)
+					pg_atomic_write_u64(&slot->counts[what], 0);
 			return;
 		}
 	}

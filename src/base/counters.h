@@ -13,11 +13,22 @@ typedef enum RlZoneCount
 	RL_COUNT_REFUSED,
 	RL_COUNT_EVICTED,			/* a shmem key forgotten to make room */
 	RL_COUNT_FULL,				/* a new shmem key found no room */
+	RL_COUNT_FORGIVEN,			/* the tokens evicted keys were missing (their debt) */
+	RL_COUNT_KEYS,				/* keys the shmem store holds now: a gauge, not a count */
 	RL_ZONE_COUNTS
 } RlZoneCount;
 
 /* Counts one event of a zone of a database (nothing when not preloaded). */
 extern void RlCount(Oid dbid, int32 zone_id, RlZoneCount what);
+
+/* Adds delta (may be negative: a gauge) to a zone's count. */
+extern void RlCountAdd(Oid dbid, int32 zone_id, RlZoneCount what, int64 delta);
+
+/*
+ * A zone's count as it is now, 0 when it has none; takes no lock, raises
+ * nothing and allocates nothing: safe under a spinlock.
+ */
+extern int64 RlCountOf(Oid dbid, int32 zone_id, RlZoneCount what);
 
 /*
  * A zone id comes into use: counts left under it (by a zone of an earlier

@@ -12,7 +12,6 @@
 #include "postgres.h"
 
 #include "access/xact.h"
-#include "common/hashfn.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
 #include "storage/ipc.h"
@@ -22,6 +21,7 @@
 #include "storage/shmem.h"
 #include "utils/memutils.h"
 
+#include "base/key_hash.h"
 #include "base/pg_compat.h"
 #include "base/wait_lines.h"
 
@@ -91,9 +91,8 @@ RlWaitLinesStartup(void)
 RlWaitLine
 RlWaitLineOf(int32 zone_id, const text *key)
 {
-	uint64		seed = ((uint64) MyDatabaseId << 32) | (uint32) zone_id;
-	RlWaitLine	line = hash_bytes_extended((const unsigned char *) VARDATA_ANY(key),
-										   VARSIZE_ANY_EXHDR(key), seed);
+	/* Keyed by the server's secret: nobody can choose a key that shares a victim's line. */
+	RlWaitLine	line = RlKeyPlacementHash(MyDatabaseId, zone_id, VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key));
 
 	return line == NO_LINE ? 1 : line;
 }

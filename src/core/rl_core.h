@@ -12,6 +12,7 @@
 #define RL_CORE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -250,6 +251,40 @@ bool		rl_counter_idle(const RlZoneLimit *limit, const RlCounterState *state,
 							int64_t now_us) RL_NOEXCEPT;
 
 /* ---------------------------------------------------------------------------
+ * What forgetting a key would cost (key_debt.cpp, token_bucket.cpp): a store
+ * short of room forgets the key whose state tells least.
+ * ------------------------------------------------------------------------- */
+
+/*
+ * A key's debt at now_us: what it is missing from its full allowance.
+ *   missing    whole tokens (or counted cost): the capacity less what a call
+ *              of cost 0 reports as remaining.  A store that forgets the key
+ *              lets at most this many more calls through than the limit
+ *              would have (a forgotten key starts full).
+ *   shortfall  the same, with the fraction of a token a bucket has refilled
+ *              (equal to missing for the window algorithms): to rank keys
+ *              of one limit by how close to full they are.
+ *   idle       fully recovered: every call from now on decides as for a key
+ *              never seen (rl_counter_idle), and missing is 0.
+ *   refusing   a call of cost 1 now would be refused.
+ */
+typedef struct RlKeyDebt
+{
+	int64_t		missing;
+	double		shortfall;
+	bool		idle;
+	bool		refusing;
+} RlKeyDebt;
+
+/* The debt of a zone's key, for every algorithm with a fixed-size state. */
+RlKeyDebt	rl_counter_debt(const RlZoneLimit *limit, const RlCounterState *state,
+							int64_t now_us) RL_NOEXCEPT;
+
+/* The debt of an ad-hoc bucket (rl_token_bucket); missing counts whole tokens of the capacity. */
+RlKeyDebt	rl_token_bucket_debt(const RlTokenBucketState *state, int64_t now_us,
+								 const RlTokenBucketLimit *limit) RL_NOEXCEPT;
+
+/* ---------------------------------------------------------------------------
  * Exact sliding window (sliding_window.cpp).
  *
  * The state is the admission times (with costs) of the requests still in the
@@ -451,6 +486,30 @@ RlDecision	rl_leases_peek(const RlZoneLimit *limit, const RlLease *leases, int32
 
 /* Whether every lease has lapsed at now_us: the key is as good as new. */
 bool		rl_leases_idle(const RlLease *leases, int32_t count, int64_t now_us) RL_NOEXCEPT;
+
+/* ---------------------------------------------------------------------------
+ * Keyed hashing (keyed_hash.cpp): where a key's state is placed in shared
+ * memory must not be predictable by whoever chooses keys, or chosen keys
+ * pile onto one place.  SipHash (Aumasson and Bernstein), keyed by a secret
+ * the server makes at its first start.
+ * ------------------------------------------------------------------------- */
+
+typedef struct RlHashKey
+{
+	uint64_t	k0;
+	uint64_t	k1;
+} RlHashKey;
+
+/*
+ * SipHash-1-3 of an 8-byte word (little-endian, e.g. a database and a zone)
+ * followed by len bytes: 64 bits no caller can steer without the key.
+ */
+uint64_t	rl_keyed_hash(const RlHashKey *key, uint64_t word, const void *bytes,
+						  size_t len) RL_NOEXCEPT;
+
+/* SipHash-c-d of len bytes: the reference construction, for the tests. */
+uint64_t	rl_siphash(const RlHashKey *key, int c_rounds, int d_rounds, const void *bytes,
+					   size_t len) RL_NOEXCEPT;
 
 /* ---------------------------------------------------------------------------
  * redis-cell's CL.THROTTLE key max_burst count period quantity.

@@ -144,3 +144,21 @@ rl_token_bucket_idle(const RlTokenBucketState *state, int64_t now_us,
 	const Level level = Refill(*state, std::max(now_us, state->stamp_us), *limit);
 	return !Above(full, level);
 }
+
+extern "C" RlKeyDebt
+rl_token_bucket_debt(const RlTokenBucketState *state, int64_t now_us,
+					 const RlTokenBucketLimit *limit) noexcept
+{
+	const Level full = Split(limit->capacity);
+	const Level level = Refill(*state, std::max(now_us, state->stamp_us), *limit);
+	// What a take of cost 0 reports as remaining, and of cost 1 admits.
+	const int64_t remaining = level.whole + (level.fraction + RL_TOKEN_EPSILON >= 1.0 ? 1 : 0);
+	RlKeyDebt debt{};
+
+	debt.idle = !Above(full, level);
+	debt.missing = debt.idle ? 0 : std::max<int64_t>(0, full.whole - remaining);
+	debt.shortfall = debt.idle ? 0.0
+		: std::max(0.0, static_cast<double>(full.whole - level.whole) + (full.fraction - level.fraction));
+	debt.refusing = remaining < 1;
+	return debt;
+}

@@ -17,12 +17,13 @@
 #include "storage/shmem.h"
 #include "utils/guc.h"
 
+#include "base/counters.h"
 #include "store/shmem_layout.h"
 #include "store/shmem_file.h"
 
 #define RL_SHMEM_FILE "pg_stat/ratelimit_shmem.state"
 #define RL_SHMEM_FILE_MAGIC 0x524C5348	/* "RLSH" */
-#define RL_SHMEM_FILE_VERSION 5	/* 5: tags 0xFFFE and 0xFFFF are reserved */
+#define RL_SHMEM_FILE_VERSION 6	/* 6: the secret that placed the keys */
 
 typedef struct ShmemFileHeader
 {
@@ -30,6 +31,7 @@ typedef struct ShmemFileHeader
 	uint32		version;
 	uint32		entry_size;
 	uint64		count;
+	RlKeySecret secret;			/* the keys' hashes are keyed by it: it comes back with them */
 } ShmemFileHeader;
 
 static void
@@ -68,6 +70,7 @@ SaveState(int code, Datum arg)
 		for (WayRef ref = rl_overflow_heads[s]; ref != 0; ref = ForeignEntry(ref)->overflow_next)
 			header.count++;
 	}
+	RlKeySecretGet(&header.secret);
 	if (fwrite(&header, sizeof(header), 1, file) != 1)
 		goto error;
 	for (uint32 s = NextSetInUse(0, shape); s < rl_shmem->nsets; s = NextSetInUse(s + 1, shape))
@@ -120,6 +123,7 @@ LoadState(void)
 							 RL_SHMEM_FILE)));
 	else
 	{
+		RlKeySecretSet(&header.secret);
 		for (uint64 n = 0; n < header.count; n++)
 		{
 			ShmemEntry	entry;
@@ -128,6 +132,7 @@ LoadState(void)
 
 			uint32		set_index;
 			WayRef		lent;
+			RlEvicted	evicted = {0};
 
 			if (fread(&entry, sizeof(entry), 1, file) != 1)
 				break;
@@ -145,18 +150,22 @@ LoadState(void)
 			{
 				set->entries[way] = entry;
 				set->tags[way] = entry.tag;
-				loaded++;
 				if (RlSetKeys(set) > RL_SHMEM_GROW_AT)
 					(void) RlSplitNextSet();
 			}
-			else if ((lent = RlReserveForeignWay(set_index, GetCurrentTimestamp())) != 0)
+			else if ((lent = RlReserveForeignWay(set_index, GetCurrentTimestamp(), &evicted)) != 0)
 			{
 				*ForeignEntry(lent) = entry;
 				RlLinkForeign(set_index, lent);
-				loaded++;
+				RlCountEvicted(&evicted);
 			}
 			else
+			{
 				dropped++;		/* a smaller ratelimit.shmem_max_keys than before */
+				continue;
+			}
+			loaded++;
+			RlCountAdd(entry.dbid, entry.zone_id, RL_COUNT_KEYS, 1);
 		}
 		ereport(LOG,
 				(errmsg("ratelimit: loaded " UINT64_FORMAT " keys of the shmem store from \"%s\"",

@@ -21,8 +21,15 @@
  * path.  When a set is full and the store can still grow (below), it
  * grows; once fully grown, an entry that has fully recovered (it decides
  * as a new key would) is evicted, and if none has, the key overflows into
- * a free way of another set (below).  Only when no set has a free or
- * recovered way does ratelimit.shmem_full_policy decide.
+ * a free way of another set (below).  When no set has a free or recovered
+ * way, the store is full: a key of the set and its chain is forgotten by
+ * fair shares and least harm (shmem_eviction.c), or, if every one the new
+ * key may push out would refuse its next call, ratelimit.shmem_full_policy
+ * decides.
+ *
+ * Placement: a key's hash is keyed by a secret the server makes at its
+ * first start (base/key_hash.h), so callers cannot choose keys that share
+ * a set.
  *
  * Overflow: a fully grown store has a way for every key of
  * ratelimit.shmem_max_keys, but hashes do not spread keys evenly (a set of
@@ -69,6 +76,7 @@
 #include "storage/spin.h"
 #include "utils/timestamp.h"
 
+#include "base/key_hash.h"
 #include "core/rl_core.h"
 
 /*
@@ -406,17 +414,58 @@ extern void RlInitSet(ShmemSet *set);
 extern int	RlSetKeys(const ShmemSet *set);
 extern void RlFreeEntry(ShmemSet *set, int index);
 extern int	RlFreeWay(const ShmemSet *set, uint16 tag);
-extern int	RlClaimEntry(ShmemSet *set, uint16 tag, TimestampTz now, bool *can_grow);
 
+/* Every set is in use: from now on a key that finds its set full borrows a way, or evicts. */
+extern bool RlStoreFullyGrown(void);
 extern bool RlSplitNextSet(void);
 extern bool RlSplitFullSet(uint32 hash_high);
 extern bool RlGrowStore(bool full, uint32 hash_high);
 
+/* A key forgotten to make room: whose, and its debt; counted once no set lock is held. */
+typedef struct RlEvicted
+{
+	bool		any;
+	Oid			dbid;
+	int32		zone_id;
+	int64		forgiven;		/* its missing tokens (RlKeyDebt.missing) */
+} RlEvicted;
+
 extern WayRef *RlFindInChain(uint32 home_index, const ShmemKey *key);
-extern WayRef *RlIdleInChain(uint32 home_index, TimestampTz now);
 extern void RlReleaseForeignWay(WayRef ref);
 extern void RlUnlinkForeign(WayRef *link);
 extern void RlLinkForeign(uint32 home_index, WayRef ref);
-extern WayRef RlReserveForeignWay(uint32 home, TimestampTz now);
+extern WayRef RlReserveForeignWay(uint32 home, TimestampTz now, RlEvicted *evicted);
+
+/*
+ * Whether a search for a way to lend found none lately (in decision time):
+ * the store is full, and a new key must make room where it is.
+ */
+extern bool RlStoreKnownFull(TimestampTz now);
+
+/* ---- shmem_eviction.c ---- */
+
+/* What forgetting the entry's key would cost at now. */
+extern RlKeyDebt RlEntryDebt(const ShmemEntry *entry, TimestampTz now);
+
+/* Room made in a full set for a new key: a way of the set, or an entry of its chain. */
+typedef struct RlRoom
+{
+	int			way;			/* a way of the set, or -1 */
+	WayRef	   *link;			/* else the chain's link to the entry */
+	RlEvicted	evicted;		/* whose key it held */
+} RlRoom;
+
+/*
+ * Room in the set at index (locked) and its chain for a new key: a key
+ * that has recovered; once store_full, the least harmful key by fair shares
+ * (shmem_eviction.c).  False when none may go: nothing recovered and, when
+ * store_full, every key the new one may push out would refuse its next
+ * call.
+ */
+extern bool RlLeastHarm(ShmemSet *set, uint32 index, const ShmemKey *key, TimestampTz now,
+						bool store_full, RlRoom *room);
+
+/* Counts an eviction: evicted and forgiven for its zone, one key less. */
+extern void RlCountEvicted(const RlEvicted *evicted);
 
 #endif							/* RL_SHMEM_LAYOUT_H */

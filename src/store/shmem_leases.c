@@ -24,6 +24,7 @@
 
 #include "base/args.h"
 #include "base/counters.h"
+#include "base/key_hash.h"
 #include "base/settings.h"
 #include "store/shmem_leases.h"
 
@@ -46,8 +47,21 @@ typedef struct LeaseEntry
 	char		key[RL_MAX_KEY_BYTES];
 } LeaseEntry;
 
+/*
+ * The earliest time at which a key of the table will have lapsed, as the
+ * last sweep found it and every store since lowered it: a full table is
+ * not swept again before then.  A sweep locks every partition and reads
+ * every key, and a table full of live leases would otherwise be swept by
+ * each new key's call.
+ */
+typedef struct LeaseSweep
+{
+	pg_atomic_uint64 next_lapse;	/* TimestampTz */
+} LeaseSweep;
+
 static int	shmem_max_lease_keys = 1000;
 static HTAB *lease_keys = NULL;
+static LeaseSweep *lease_sweep = NULL;
 static LWLockPadded *lease_locks = NULL;
 static bool release_at_exit = false;
 
@@ -69,7 +83,8 @@ RlShmemLeasesInit(void)
 void
 RlShmemLeasesRequest(void)
 {
-	RequestAddinShmemSpace(hash_estimate_size(shmem_max_lease_keys, sizeof(LeaseEntry)));
+	RequestAddinShmemSpace(add_size(hash_estimate_size(shmem_max_lease_keys, sizeof(LeaseEntry)),
+									sizeof(LeaseSweep)));
 	RequestNamedLWLockTranche("ratelimit leases", LEASE_PARTITIONS);
 }
 
@@ -77,7 +92,13 @@ void
 RlShmemLeasesStartup(void)
 {
 	HASHCTL		info;
+	bool		found;
 
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	lease_sweep = ShmemInitStruct("ratelimit shmem lease sweep", sizeof(LeaseSweep), &found);
+	if (!found)
+		pg_atomic_init_u64(&lease_sweep->next_lapse, 0);
+	LWLockRelease(AddinShmemInitLock);
 	info.keysize = sizeof(LeaseTag);
 	info.entrysize = sizeof(LeaseEntry);
 	info.num_partitions = LEASE_PARTITIONS;
@@ -115,10 +136,33 @@ EntryLapsed(const LeaseEntry *entry, TimestampTz now)
 	return true;
 }
 
+/* When the last of the entry's leases lapses by its time (its holder may go sooner). */
+static TimestampTz
+EntryLapsesAt(const LeaseEntry *entry)
+{
+	TimestampTz last = 0;
+
+	for (int32 i = 0; i < entry->count; i++)
+		last = Max(last, entry->leases[i].expires_us);
+	return last;
+}
+
+/* A key stored leases that lapse at at: no sweep may wait past it. */
+static void
+LowerNextLapse(TimestampTz at)
+{
+	uint64		seen = pg_atomic_read_u64(&lease_sweep->next_lapse);
+
+	while ((TimestampTz) seen > at &&
+		   !pg_atomic_compare_exchange_u64(&lease_sweep->next_lapse, &seen, (uint64) at))
+		;
+}
+
 /*
  * Makes room: a key whose leases have all lapsed (or whose holders are
  * gone) decides as a key never seen, and nobody called it since to drop
- * them.  Returns how many keys went.
+ * them.  Returns how many keys went; none without a sweep before the
+ * first key can have lapsed.
  */
 static int
 RemoveLapsedKeys(TimestampTz now)
@@ -126,15 +170,24 @@ RemoveLapsedKeys(TimestampTz now)
 	HASH_SEQ_STATUS scan;
 	LeaseEntry *entry;
 	int			removed = 0;
+	TimestampTz next_lapse = PG_INT64_MAX;
 
+	if (now < (TimestampTz) pg_atomic_read_u64(&lease_sweep->next_lapse))
+		return 0;
 	LockAllPartitions(LW_EXCLUSIVE);
 	hash_seq_init(&scan, lease_keys);
 	while ((entry = hash_seq_search(&scan)) != NULL)
+	{
 		if (EntryLapsed(entry, now))
 		{
 			hash_search(lease_keys, &entry->tag, HASH_REMOVE, NULL);
 			removed++;
 		}
+		else
+			next_lapse = Min(next_lapse, EntryLapsesAt(entry));
+	}
+	/* Under every partition's lock: no store lowers it meanwhile. */
+	pg_atomic_write_u64(&lease_sweep->next_lapse, (uint64) next_lapse);
 	UnlockAllPartitions();
 	return removed;
 }
@@ -160,8 +213,8 @@ TagOf(const RlStateKey *key)
 	memset(&tag, 0, sizeof(tag));
 	tag.dbid = MyDatabaseId;
 	tag.zone_id = key->zone_id;
-	tag.digest[0] = hash_bytes_extended(bytes, len, UINT64CONST(0x9E3779B97F4A7C15));
-	tag.digest[1] = hash_bytes_extended(bytes, len, UINT64CONST(0xC2B2AE3D27D4EB4F));
+	/* Keyed by the server's secret: chosen keys cannot crowd one bucket of the table. */
+	RlKeyDigest((const char *) bytes, len, tag.digest);
 	return tag;
 }
 
@@ -277,6 +330,7 @@ retry:
 	memcpy(entry->leases, leases, sizeof(RlLease) * count);
 	entry->count = count;
 	entry->stamp = next.stamp;
+	LowerNextLapse(EntryLapsesAt(entry));
 	LWLockRelease(place.lock);
 	return RL_STORE_DECIDED;
 }
@@ -405,7 +459,7 @@ LeaseRelimitZone(int32 zone_id, const RlZoneLimit *limit)
 
 /* At most one warning every 10 seconds per session; rl_counters counts them all. */
 static void
-WarnNoRoom(const char *what, const char *policy)
+WarnNoRoom(const char *what)
 {
 	static TimestampTz last_warning = 0;
 	TimestampTz now = GetCurrentTimestamp();
@@ -415,38 +469,38 @@ WarnNoRoom(const char *what, const char *policy)
 	last_warning = now;
 	ereport(WARNING,
 			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-			 errmsg("the ratelimit shmem store has no room for the leases of a new key of %s",
+			 errmsg("the ratelimit shmem store has no room for the leases of a new key of %s: the lease was refused",
 					RlMessageText(what)),
-			 errdetail("ratelimit.shmem_full_policy = %s.  rl_counters counts these calls per zone "
-					   "in \"full\"; this warning is repeated at most every 10 seconds.", policy),
-			 errhint("Raise ratelimit.shmem_max_lease_keys (now %d; a restart is needed).",
-					 shmem_max_lease_keys)));
+			 errdetail("ratelimit.shmem_max_lease_keys = %d keys hold leases that have not lapsed.  "
+					   "A lease is refused rather than granted unstored, which would let more in than the zone's slots "
+					   "(whatever ratelimit.shmem_full_policy says).  rl_counters counts these calls per zone in \"full\"; "
+					   "this warning is repeated at most every 10 seconds.", shmem_max_lease_keys),
+			 errhint("Raise ratelimit.shmem_max_lease_keys (a restart is needed), or keep the zone's leases "
+					 "in the table store (store => 'table').")));
 }
 
+/*
+ * A concurrency zone fails closed: a lease granted without being stored
+ * would hold no slot, and a concurrency limit exists to keep in-flight work
+ * within its slots.  So the call is refused whatever shmem_full_policy
+ * says, but for error, which raises.
+ */
 static void
 LeaseNoRoom(RlDecision *decision, const char *what)
 {
-	switch (rl_shmem_full_policy)
-	{
-		case RL_SHMEM_FULL_ALLOW:
-			WarnNoRoom(what, "allow: the lease was granted and holds no slot");
-			break;
-		case RL_SHMEM_FULL_DENY:
-			decision->allowed = false;
-			decision->retry_after_us = USECS_PER_SEC;
-			WarnNoRoom(what, "deny: the lease was refused");
-			break;
-		case RL_SHMEM_FULL_ERROR:
-			ereport(ERROR,
-					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-					 errmsg("the ratelimit shmem store has no room for the leases of a new key of %s",
-							RlMessageText(what)),
-					 errdetail("ratelimit.shmem_max_lease_keys = %d keys hold leases.",
-							   shmem_max_lease_keys),
-					 errhint("Raise ratelimit.shmem_max_lease_keys (a restart is needed), or set "
-							 "ratelimit.shmem_full_policy to allow or deny.")));
-			break;
-	}
+	if (rl_shmem_full_policy == RL_SHMEM_FULL_ERROR)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("the ratelimit shmem store has no room for the leases of a new key of %s",
+						RlMessageText(what)),
+				 errdetail("ratelimit.shmem_max_lease_keys = %d keys hold leases.",
+						   shmem_max_lease_keys),
+				 errhint("Raise ratelimit.shmem_max_lease_keys (a restart is needed), or set "
+						 "ratelimit.shmem_full_policy to deny.")));
+	decision->allowed = false;
+	decision->remaining = 0;
+	decision->retry_after_us = USECS_PER_SEC;
+	WarnNoRoom(what);
 }
 
 void

@@ -1,12 +1,11 @@
 /*
- * shmem_sets.c -- room in the shmem store: how many sets, which way a new
- * key takes (a free one, else one whose key has recovered), how the sets in
- * use grow by splitting, and the overflow chains of ways lent to the keys
- * of full sets.  The layout and the reasons are in shmem_layout.h.
+ * shmem_sets.c -- room in the shmem store: how many sets, free ways, how the
+ * sets in use grow by splitting, and the overflow chains of ways lent to the
+ * keys of full sets.  Which key is forgotten when nothing is free is
+ * shmem_eviction.c's.  The layout and the reasons are in shmem_layout.h.
  */
 #include "postgres.h"
 
-#include "base/counters.h"
 #include "base/settings.h"
 #include "store/shmem_layout.h"
 
@@ -89,24 +88,6 @@ RlEntryZoneLimit(const ShmemEntry *entry)
 	return limit;
 }
 
-static bool
-EntryIdle(const ShmemEntry *entry, TimestampTz now)
-{
-	if (entry->limit_kind == RL_SHMEM_KIND_BUCKET)
-	{
-		RlTokenBucketState state = RlEntryBucketState(entry);
-
-		return rl_token_bucket_idle(&state, now, &entry->limit.bucket);
-	}
-	else
-	{
-		RlCounterState state = RlEntryCounterState(entry);
-		RlZoneLimit limit = RlEntryZoneLimit(entry);
-
-		return rl_counter_idle(&limit, &state, now);
-	}
-}
-
 /* A way was given up: a search for a way to lend may find it. */
 static void
 ForgetStoreFull(void)
@@ -155,44 +136,32 @@ RlFreeWay(const ShmemSet *set, uint16 tag)
 	return way;
 }
 
-static bool
-StoreFullyGrown(void)
+bool
+RlStoreFullyGrown(void)
 {
 	return SHAPE_LEVEL(pg_atomic_read_u64(&rl_shmem->shape)) >= rl_shmem->max_level;
 }
 
-/* A way of the set whose own key has recovered, evicted (counted); -1 when none. */
+/*
+ * A way of the set whose own key has recovered (it tells nothing), taken:
+ * *evicted says whose, to be counted once the set's lock is released; -1
+ * when none has.
+ */
 static int
-EvictIdle(ShmemSet *set, TimestampTz now)
+EvictIdle(ShmemSet *set, TimestampTz now, RlEvicted *evicted)
 {
 	for (int i = 0; i < RL_SHMEM_WAYS; i++)
 	{
-		if (NativeTag(set->tags[i]) && EntryIdle(&set->entries[i], now))
+		if (NativeTag(set->tags[i]) && RlEntryDebt(&set->entries[i], now).idle)
 		{
-			RlCount(set->entries[i].dbid, set->entries[i].zone_id, RL_COUNT_EVICTED);
+			evicted->any = true;
+			evicted->dbid = set->entries[i].dbid;
+			evicted->zone_id = set->entries[i].zone_id;
+			evicted->forgiven = 0;
 			return i;
 		}
 	}
 	return -1;
-}
-
-/*
- * A free entry of the set; when none is free, and only once the store is
- * fully grown (*can_grow false), an idle one evicted for it.  -1 when none.
- * A store that can still grow makes room rather than forget a key.
- */
-int
-RlClaimEntry(ShmemSet *set, uint16 tag, TimestampTz now, bool *can_grow)
-{
-	int			free_way = RlFreeWay(set, tag);
-
-	*can_grow = false;
-	if (free_way >= 0)
-		return free_way;
-	*can_grow = !StoreFullyGrown();
-	if (*can_grow)
-		return -1;
-	return EvictIdle(set, now);
 }
 
 /* The set's own keys (not the ways it lends). */
@@ -382,26 +351,6 @@ RlFindInChain(uint32 home_index, const ShmemKey *key)
 	return NULL;
 }
 
-/* The link to an entry of the chain whose key has recovered (counted as evicted), or NULL. */
-WayRef *
-RlIdleInChain(uint32 home_index, TimestampTz now)
-{
-	WayRef	   *link = &rl_overflow_heads[home_index];
-
-	while (*link != 0)
-	{
-		ShmemEntry *entry = ForeignEntry(*link);
-
-		if (EntryIdle(entry, now))
-		{
-			RlCount(entry->dbid, entry->zone_id, RL_COUNT_EVICTED);
-			return link;
-		}
-		link = &entry->overflow_next;
-	}
-	return NULL;
-}
-
 /* Gives a lent way back to its host, which may take it from now on. */
 void
 RlReleaseForeignWay(WayRef ref)
@@ -450,21 +399,29 @@ SetHasFreeWay(const ShmemSet *set)
  */
 #define RL_FULL_SEARCH_INTERVAL USECS_PER_SEC
 
+bool
+RlStoreKnownFull(TimestampTz now)
+{
+	TimestampTz full_at = (TimestampTz) pg_atomic_read_u64(&rl_shmem->full_at);
+
+	return full_at != 0 && now >= full_at && now - full_at < RL_FULL_SEARCH_INTERVAL;
+}
+
 /*
  * Reserves a way of a set other than home for a key of home, whose set is
- * full: a free way, else one whose own key has recovered (evicted).  0 when
- * no set has one: the store holds more keys than it was sized for.  Only
+ * full: a free way, else one whose own key has recovered (*evicted says
+ * whose).  0 when no set has one: the store holds as many keys as it was
+ * sized for, and one of them must be forgotten (shmem_eviction.c).  Only
  * once every set is in use; takes one set's lock at a time.
  */
 WayRef
-RlReserveForeignWay(uint32 home, TimestampTz now)
+RlReserveForeignWay(uint32 home, TimestampTz now, RlEvicted *evicted)
 {
 	uint32		nsets = rl_shmem->nsets;
 	uint32		start = pg_atomic_fetch_add_u32(&rl_shmem->overflow_cursor, 1) % nsets;
-	TimestampTz full_at = (TimestampTz) pg_atomic_read_u64(&rl_shmem->full_at);
 
-	Assert(StoreFullyGrown());
-	if (full_at != 0 && now >= full_at && now - full_at < RL_FULL_SEARCH_INTERVAL)
+	Assert(RlStoreFullyGrown());
+	if (RlStoreKnownFull(now))
 		return 0;
 	for (int pass = 0; pass < 2; pass++)
 	{
@@ -480,7 +437,7 @@ RlReserveForeignWay(uint32 home, TimestampTz now)
 			if (index == home || (!evict && !SetHasFreeWay(set)))
 				continue;
 			SpinLockAcquire(&set->mutex);
-			way = evict ? EvictIdle(set, now) : RlFreeWay(set, 1);
+			way = evict ? EvictIdle(set, now, evicted) : RlFreeWay(set, 1);
 			if (way >= 0)
 			{
 				memset(&set->entries[way], 0, sizeof(ShmemEntry));

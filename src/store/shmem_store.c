@@ -8,7 +8,6 @@
  */
 #include "postgres.h"
 
-#include "common/hashfn.h"
 #include "miscadmin.h"
 #include "storage/shmem.h"
 
@@ -80,19 +79,21 @@ FillEntry(ShmemEntry *entry, const ShmemKey *key, const RlKeyLimit *limit, const
 	SetEntryState(entry, row, limit);
 }
 
-/* The hash of a key, its zone and the database: it picks the set and the tag. */
+/*
+ * The hash of a key, its zone and the database, keyed by the server's
+ * secret: it picks the set and the tag.
+ */
 static uint64
 KeyHash(const RlStateKey *key)
 {
-	return hash_bytes_extended((const unsigned char *) VARDATA_ANY(key->key),
-							   VARSIZE_ANY_EXHDR(key->key),
-							   ((uint64) MyDatabaseId << 32) | (uint32) key->zone_id);
+	return RlKeyPlacementHash(MyDatabaseId, key->zone_id, VARDATA_ANY(key->key),
+							  VARSIZE_ANY_EXHDR(key->key));
 }
 
 static void
 MakeShmemKey(const RlStateKey *key, uint64 hash, ShmemKey *out)
 {
-	const unsigned char *bytes = (const unsigned char *) VARDATA_ANY(key->key);
+	const char *bytes = VARDATA_ANY(key->key);
 	int			len = VARSIZE_ANY_EXHDR(key->key);
 
 	memset(out, 0, sizeof(*out));
@@ -107,10 +108,9 @@ MakeShmemKey(const RlStateKey *key, uint64 hash, ShmemKey *out)
 	}
 	else
 	{
-		/* Two independent 64-bit hashes: collisions are out of reach. */
-		uint64		digest[2] = {hash_bytes_extended(bytes, len, UINT64CONST(0x9E3779B97F4A7C15)),
-		hash_bytes_extended(bytes, len, UINT64CONST(0xC2B2AE3D27D4EB4F))};
+		uint64		digest[2];
 
+		RlKeyDigest(bytes, len, digest);
 		out->key_len = RL_SHMEM_KEY_HASHED;
 		memcpy(out->key, digest, sizeof(digest));
 	}
@@ -163,10 +163,20 @@ FindLocked(ShmemSet *set, uint32 index, const ShmemKey *key)
 	return NULL;
 }
 
+/* The way or chain entry room was made in, for a new key. */
+static ShmemEntry *
+RoomEntry(ShmemSet *set, const RlRoom *room)
+{
+	return room->way >= 0 ? &set->entries[room->way] : ForeignEntry(*room->link);
+}
+
 /*
  * Runs decide on the key's state under its set's lock and stores the result
  * (unless peek).  decide must neither raise errors nor read parts: the
- * algorithms this store takes do neither.
+ * algorithms this store takes do neither.  A new key takes a free way of
+ * its set, else the store grows, else a way another set lends it, else a
+ * key of its set is forgotten for it (shmem_eviction.c); when none may be,
+ * nothing is stored (RL_STORE_NO_ROOM).
  */
 static RlStoreOutcome
 ShmemDecide(RlStoreCall *call, RlDecideFn decide, void *arg, bool peek)
@@ -183,7 +193,10 @@ ShmemDecide(RlStoreCall *call, RlDecideFn decide, void *arg, bool peek)
 	bool		grow = false;
 	bool		need_room = false;
 	bool		need_foreign_way = false;
+	bool		searched = false;	/* no set had a way to lend */
+	bool		stored_new = false;
 	WayRef		reserved = 0;	/* a way lent by another set, not linked yet */
+	RlEvicted	evicted = {0};	/* a key forgotten for this one */
 
 	RlRequireShmemStore();
 	MakeShmemKey(key, call->located_hash, &skey);
@@ -202,43 +215,49 @@ retry:
 	}
 	else if (decide(NULL, &next, arg, NULL) && !peek)
 	{
-		int			claimed = RlClaimEntry(set, skey.tag, now, &need_room);
+		int			claimed = RlFreeWay(set, skey.tag);
+		RlRoom		room;
 
 		if (claimed >= 0)
 		{
 			FillEntry(&set->entries[claimed], &skey, limit, &next);
 			set->tags[claimed] = skey.tag;
 			grow = RlSetKeys(set) > RL_SHMEM_GROW_AT;
+			stored_new = true;
 		}
-		else if (!need_room)
+		else if (!RlStoreFullyGrown())
+			need_room = true;
+		else if (reserved != 0)
 		{
-			/* Fully grown and full: a recovered key's lent way, or a new one. */
-			WayRef	   *idle = RlIdleInChain(set_index, now);
-
-			if (idle != NULL)
-			{
-				ShmemEntry *entry = ForeignEntry(*idle);
-				WayRef		chain_next = entry->overflow_next;
-
-				FillEntry(entry, &skey, limit, &next);
-				entry->overflow_next = chain_next;
-			}
-			else if (reserved != 0)
-			{
-				FillEntry(ForeignEntry(reserved), &skey, limit, &next);
-				RlLinkForeign(set_index, reserved);
-				reserved = 0;
-			}
-			else
-				need_foreign_way = true;
+			FillEntry(ForeignEntry(reserved), &skey, limit, &next);
+			RlLinkForeign(set_index, reserved);
+			reserved = 0;
+			stored_new = true;
 		}
+		else if (RlLeastHarm(set, set_index, &skey, now, searched || RlStoreKnownFull(now), &room))
+		{
+			ShmemEntry *entry = RoomEntry(set, &room);
+			WayRef		chain_next = entry->overflow_next;
+
+			FillEntry(entry, &skey, limit, &next);
+			if (room.way >= 0)
+				set->tags[room.way] = skey.tag;
+			else
+				entry->overflow_next = chain_next;
+			evicted = room.evicted;
+			stored_new = true;
+		}
+		else if (!searched && !RlStoreKnownFull(now))
+			need_foreign_way = true;
+		else
+			outcome = RL_STORE_NO_ROOM;
 	}
 	SpinLockRelease(&set->mutex);
 	if (need_room)
 	{
 		/*
 		 * Splits in order until this set's turn, unless room appears first;
-		 * once the store is fully grown, the retry evicts or overflows.
+		 * once the store is fully grown, the retry borrows or evicts.
 		 */
 		(void) RlGrowStore(true, skey.hash_high);
 		need_room = false;
@@ -248,15 +267,19 @@ retry:
 	{
 		/* No lock held while searching; the retry decides again. */
 		need_foreign_way = false;
-		reserved = RlReserveForeignWay(set_index, now);
-		if (reserved != 0)
-			goto retry;
-		outcome = RL_STORE_NO_ROOM;
+		reserved = RlReserveForeignWay(set_index, now, &evicted);
+		RlCountEvicted(&evicted);
+		evicted.any = false;
+		searched = reserved == 0;
+		goto retry;
 	}
 	if (reserved != 0)
 		RlReleaseForeignWay(reserved);	/* the key found room at home, or nothing was stored */
 	if (grow)
 		(void) RlGrowStore(false, 0);
+	if (stored_new)
+		RlCountAdd(MyDatabaseId, key->zone_id, RL_COUNT_KEYS, 1);
+	RlCountEvicted(&evicted);
 	if (outcome == RL_STORE_NO_ROOM)
 		RlCount(MyDatabaseId, key->zone_id, RL_COUNT_FULL);
 	return outcome;
@@ -385,7 +408,9 @@ WarnStoreFull(const char *what, const char *policy)
 	ereport(WARNING,
 			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 			 errmsg("the ratelimit shmem store is full: a new key of %s found no room", what),
-			 errdetail("ratelimit.shmem_full_policy = %s.  rl_counters counts these calls "
+			 errdetail("Every key it could take room from would refuse its next call: the zone holds at least "
+					   "as many keys as any other in the key's set, and they are drained.  "
+					   "ratelimit.shmem_full_policy = %s.  rl_counters counts these calls "
 					   "per zone in \"full\"; this warning is repeated at most every 10 seconds.",
 					   policy),
 			 errhint("Raise ratelimit.shmem_max_keys (now %d; a restart is needed).",
@@ -414,7 +439,8 @@ ShmemNoRoom(RlDecision *decision, const char *what)
 			ereport(ERROR,
 					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 					 errmsg("the ratelimit shmem store has no room for a new key of %s", what),
-					 errdetail("The store holds ratelimit.shmem_max_keys = %d keys and none of them has recovered.",
+					 errdetail("The store holds ratelimit.shmem_max_keys = %d keys, and every key the new one "
+							   "could push out would refuse its next call.",
 							   rl_shmem_max_keys),
 					 errhint("Raise ratelimit.shmem_max_keys (a restart is needed), or set "
 							 "ratelimit.shmem_full_policy to allow or deny.")));
@@ -454,6 +480,8 @@ ShmemRemove(const RlStateKey *key, RlStateRow *removed)
 		}
 	}
 	SpinLockRelease(&set->mutex);
+	if (existed)
+		RlCountAdd(MyDatabaseId, key->zone_id, RL_COUNT_KEYS, -1);
 	return existed;
 }
 
@@ -512,6 +540,8 @@ VisitZoneEntries(int32 zone_id, const RlZoneLimit *relimit)
 		SpinLockRelease(&set->mutex);
 	}
 	LWLockRelease(rl_grow_lock);
+	if (relimit == NULL)
+		RlCountAdd(MyDatabaseId, zone_id, RL_COUNT_KEYS, -visited);
 	return visited;
 }
 
@@ -605,6 +635,15 @@ RlShmemScanKeys(RlShmemKeyVisitor visit, void *arg)
 		} while (count > 0 || chain_left);
 	}
 	LWLockRelease(rl_grow_lock);
+}
+
+int32
+RlShmemPlacement(int32 zone_id, text *key)
+{
+	RlStateKey	state_key = {key, zone_id, 0};
+
+	RlRequireShmemStore();
+	return (int32) SetIndexOf((uint32) (KeyHash(&state_key) >> 32), pg_atomic_read_u64(&rl_shmem->shape));
 }
 
 static RlStoreOutcome

@@ -1,0 +1,201 @@
+/*
+ * shmem_eviction.c -- which key of a full set makes room for a new one.
+ *
+ * Callers choose keys, so a caller with many keys can fill the store.  The
+ * store must then forget something, and what it forgets decides what the
+ * flood achieves.  nginx forgets the least recently used state, which
+ * hands a flooder every key it pushes out; a full store that refuses new
+ * keys locks everyone out; one that admits them unlimited switches the
+ * limits off.  Here:
+ *
+ *   1. A key that has fully recovered tells nothing (it decides as a new
+ *      key would): it goes first, whoever's it is.
+ *   2. Otherwise room is taken by fair shares: from the zone (of a
+ *      database) that holds the most keys among those with keys in the new
+ *      key's set, when it holds more than the new key's own zone; else
+ *      from the new key's own zone.  A flood in one zone fills the store
+ *      with its keys, becomes the largest, and from then on makes room only
+ *      out of its own keys: a zone or database holding fewer keys than the
+ *      flooding one never loses a key to it.
+ *   3. Within the zone that gives room, the key with the smallest debt
+ *      goes: the fewest tokens missing from its full allowance (for a
+ *      window, the least counted), a key that would refuse its next call
+ *      only once no other is left.  Forgetting a key lets through at most
+ *      its missing tokens more than the limit would have (rl_counters
+ *      counts them, "forgiven").
+ *   4. When the new key's own zone gives room and even its cheapest key
+ *      would refuse its next call, nothing is forgotten:
+ *      ratelimit.shmem_full_policy decides the new key's call.  That is a
+ *      flood of drained keys, whose state is worth more than a new key's.
+ *
+ * The candidates are the keys of the new key's set and its overflow chain
+ * (about 31): a new key costs one scan of them, under the set's lock, with
+ * no global lock.  The keys each zone holds are counted in shared memory
+ * (counters.c), read without a lock: an estimate that is exact when calls
+ * are not racing.
+ */
+#include "postgres.h"
+
+#include "base/counters.h"
+#include "store/shmem_layout.h"
+
+/* At most this many keys of a set and its chain are weighed. */
+#define MAX_CANDIDATES 64
+
+typedef struct Candidate
+{
+	ShmemEntry *entry;
+	int			way;			/* a way of the set, or -1: an entry of its chain */
+	WayRef	   *link;			/* the chain's link to it */
+	int			group;
+	RlKeyDebt	debt;
+} Candidate;
+
+/* The keys of one zone of one database among the candidates. */
+typedef struct Group
+{
+	Oid			dbid;
+	int32		zone_id;
+	int64		keys;			/* the keys it holds in the whole store */
+} Group;
+
+RlKeyDebt
+RlEntryDebt(const ShmemEntry *entry, TimestampTz now)
+{
+	if (entry->limit_kind == RL_SHMEM_KIND_BUCKET)
+	{
+		RlTokenBucketState state = RlEntryBucketState(entry);
+
+		return rl_token_bucket_debt(&state, now, &entry->limit.bucket);
+	}
+	else
+	{
+		RlCounterState state = RlEntryCounterState(entry);
+		RlZoneLimit limit = RlEntryZoneLimit(entry);
+
+		return rl_counter_debt(&limit, &state, now);
+	}
+}
+
+static void
+NoteEvicted(RlRoom *room, const ShmemEntry *entry, const RlKeyDebt *debt)
+{
+	room->evicted.any = true;
+	room->evicted.dbid = entry->dbid;
+	room->evicted.zone_id = entry->zone_id;
+	room->evicted.forgiven = debt->missing;
+}
+
+static int
+GroupOf(Group *groups, int *ngroups, Oid dbid, int32 zone_id)
+{
+	for (int g = 0; g < *ngroups; g++)
+		if (groups[g].dbid == dbid && groups[g].zone_id == zone_id)
+			return g;
+	groups[*ngroups].dbid = dbid;
+	groups[*ngroups].zone_id = zone_id;
+	groups[*ngroups].keys = RlCountOf(dbid, zone_id, RL_COUNT_KEYS);
+	return (*ngroups)++;
+}
+
+/*
+ * Whether a should go before b: a key that would still admit a call before
+ * one that would refuse it, then the smaller shortfall, then the one left
+ * alone longer.
+ */
+static bool
+Cheaper(const Candidate *a, const Candidate *b)
+{
+	if (a->debt.refusing != b->debt.refusing)
+		return b->debt.refusing;
+	if (a->debt.shortfall != b->debt.shortfall)
+		return a->debt.shortfall < b->debt.shortfall;
+	return a->entry->stamp < b->entry->stamp;
+}
+
+/* Takes the candidate for the new key: its way or its chain entry, and what it forgives. */
+static bool
+Take(const Candidate *chosen, RlRoom *room)
+{
+	room->way = chosen->way;
+	room->link = chosen->link;
+	NoteEvicted(room, chosen->entry, &chosen->debt);
+	return true;
+}
+
+bool
+RlLeastHarm(ShmemSet *set, uint32 index, const ShmemKey *key, TimestampTz now,
+			bool store_full, RlRoom *room)
+{
+	Candidate	candidates[MAX_CANDIDATES];
+	Group		groups[MAX_CANDIDATES + 1];
+	int			ncandidates = 0;
+	int			ngroups = 0;
+	int			own;
+	int			giver;
+	const Candidate *chosen = NULL;
+
+	memset(room, 0, sizeof(*room));
+	room->way = -1;
+	/* 1: a key that has recovered, in the set, then in its chain. */
+	for (int i = 0; i < RL_SHMEM_WAYS; i++)
+	{
+		Candidate  *c = &candidates[ncandidates];
+
+		if (!NativeTag(set->tags[i]))
+			continue;
+		c->entry = &set->entries[i];
+		c->way = i;
+		c->link = NULL;
+		c->debt = RlEntryDebt(c->entry, now);
+		if (c->debt.idle)
+			return Take(c, room);
+		ncandidates++;
+	}
+	for (WayRef *link = &rl_overflow_heads[index]; *link != 0 && ncandidates < MAX_CANDIDATES;
+		 link = &ForeignEntry(*link)->overflow_next)
+	{
+		Candidate  *c = &candidates[ncandidates];
+
+		c->entry = ForeignEntry(*link);
+		c->way = -1;
+		c->link = link;
+		c->debt = RlEntryDebt(c->entry, now);
+		if (c->debt.idle)
+			return Take(c, room);
+		ncandidates++;
+	}
+	/* Until no set of the store has a free or recovered way, keys borrow one. */
+	if (!store_full)
+		return false;
+
+	/* 2: the zone that gives room. */
+	own = GroupOf(groups, &ngroups, key->dbid, key->zone_id);
+	for (int i = 0; i < ncandidates; i++)
+		candidates[i].group = GroupOf(groups, &ngroups, candidates[i].entry->dbid,
+									  candidates[i].entry->zone_id);
+	giver = own;
+	for (int g = 0; g < ngroups; g++)
+		if (groups[g].keys > groups[giver].keys)
+			giver = g;
+
+	/* 3: its key of the smallest debt. */
+	for (int i = 0; i < ncandidates; i++)
+		if (candidates[i].group == giver && (chosen == NULL || Cheaper(&candidates[i], chosen)))
+			chosen = &candidates[i];
+
+	/* 4: a zone's new key never pushes out one of its keys that is worth more. */
+	if (chosen == NULL || (giver == own && chosen->debt.refusing))
+		return false;
+	return Take(chosen, room);
+}
+
+void
+RlCountEvicted(const RlEvicted *evicted)
+{
+	if (!evicted->any)
+		return;
+	RlCount(evicted->dbid, evicted->zone_id, RL_COUNT_EVICTED);
+	RlCountAdd(evicted->dbid, evicted->zone_id, RL_COUNT_FORGIVEN, evicted->forgiven);
+	RlCountAdd(evicted->dbid, evicted->zone_id, RL_COUNT_KEYS, -1);
+}
