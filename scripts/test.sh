@@ -15,6 +15,11 @@
 #               (test/pgtap/postgrest.sql once, the extension in schema
 #               extensions: the PostgREST recipe)
 #   fault       test/fault/          restarts, crash, SIGKILL }
+#   flood       test/fault/shmem_flood.sh  a role granted 'limit' floods
+#                                    a zone with 20 x shmem_max_keys keys:
+#                                    other zones and databases decide as
+#                                    before, under each full policy (own
+#                                    clusters)
 #   load        test/load/           pgbench on one key: token }
 #                                    bucket, sliding window   }
 #   fuzz        test/fuzz/run.sh     libFuzzer over src/core (ASan, UBSan),
@@ -67,8 +72,9 @@
 #                                    both stores, mixed (own cluster)
 #
 # The shmem store's suites (sql/shmem.sql, test/isolation/specs/shmem_*,
-# test/pgtap/shmem.sql, test/fault/shmem.sh, the load test with
-# ratelimit.default_store = shmem) do not depend on the table access path:
+# test/pgtap/shmem.sql, test/fault/shmem.sh, test/fault/shmem_flood.sh,
+# the load test with ratelimit.default_store = shmem) do not depend on the
+# table access path:
 # they run once, before the per-path loop, first thing on the fresh
 # cluster (the shmem store and its counters belong to the server, and
 # sql/shmem.sql counts exactly).  test/fault/shmem.sh starts clusters of
@@ -276,6 +282,7 @@ seen=$(PGOPTIONS="-c ratelimit.default_store=shmem" rl_psql -d postgres -tA -c '
 run_tap_script "load (shmem)" "$RESULTS/load-shmem.log" \
 	env PGOPTIONS="-c ratelimit.default_store=shmem" NEW_KEYS=1 bash test/load/concurrency.sh 2 3
 run_tap_script "fault (shmem)" "$RESULTS/fault-shmem.log" bash test/fault/shmem.sh
+run_tap_script "fault (shmem flood)" "$RESULTS/fault-shmem-flood.log" bash test/fault/shmem_flood.sh
 echo "---- faults in the middle of calls (once)"
 run_tap_script "fault (audit)" "$RESULTS/fault-audit.log" bash test/fault/audit.sh
 echo "---- pg_cron refill mode, end to end (once)"

@@ -732,8 +732,8 @@ AS 'MODULE_PATHNAME', 'rl_shmem_keys'
 LANGUAGE C VOLATILE;
 
 -- The set of the shmem store a key of a zone (its id; 0 rl_token_bucket,
--- -1 rl_gcra) of this database maps to now: where the server's secret puts
--- it, which callers cannot predict.  For tests and diagnosis, the owner's
+-- -1 rl_gcra) of this database belongs to once the store is fully grown:
+-- where the server's secret puts it, which callers cannot predict.  For tests and diagnosis, the owner's
 -- only: whoever can ask it can choose keys that share a set.
 CREATE FUNCTION ratelimit.shmem_placement(zone_id int, key text)
 RETURNS int

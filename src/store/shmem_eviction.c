@@ -22,7 +22,10 @@
  *      window, the least counted), a key that would refuse its next call
  *      only once no other is left.  Forgetting a key lets through at most
  *      its missing tokens more than the limit would have (rl_counters
- *      counts them, "forgiven").
+ *      counts them, "forgiven").  Between keys missing as many whole
+ *      tokens, a key that still admits goes first when it is closer to
+ *      full; drained keys, all missing the whole capacity, go in random
+ *      order: whoever drained a key cannot make it the one forgotten.
  *   4. When the new key's own zone gives room and even its cheapest key
  *      would refuse its next call, nothing is forgotten:
  *      ratelimit.shmem_full_policy decides the new key's call.  That is a
@@ -35,6 +38,8 @@
  * are not racing.
  */
 #include "postgres.h"
+
+#include "common/pg_prng.h"
 
 #include "base/counters.h"
 #include "store/shmem_layout.h"
@@ -49,6 +54,7 @@ typedef struct Candidate
 	WayRef	   *link;			/* the chain's link to it */
 	int			group;
 	RlKeyDebt	debt;
+	uint32		lot;			/* drawn at random: the last tie-break */
 } Candidate;
 
 /* The keys of one zone of one database among the candidates. */
@@ -100,17 +106,20 @@ GroupOf(Group *groups, int *ngroups, Oid dbid, int32 zone_id)
 
 /*
  * Whether a should go before b: a key that would still admit a call before
- * one that would refuse it, then the smaller shortfall, then the one left
- * alone longer.
+ * one that would refuse it, then fewer whole tokens missing (what an
+ * eviction forgives), then, for keys that admit, the one closer to full,
+ * then the luck of the draw.
  */
 static bool
 Cheaper(const Candidate *a, const Candidate *b)
 {
 	if (a->debt.refusing != b->debt.refusing)
 		return b->debt.refusing;
-	if (a->debt.shortfall != b->debt.shortfall)
+	if (a->debt.missing != b->debt.missing)
+		return a->debt.missing < b->debt.missing;
+	if (!a->debt.refusing && a->debt.shortfall != b->debt.shortfall)
 		return a->debt.shortfall < b->debt.shortfall;
-	return a->entry->stamp < b->entry->stamp;
+	return a->lot < b->lot;
 }
 
 /* Takes the candidate for the new key: its way or its chain entry, and what it forgives. */
@@ -181,8 +190,13 @@ RlLeastHarm(ShmemSet *set, uint32 index, const ShmemKey *key, TimestampTz now,
 
 	/* 3: its key of the smallest debt. */
 	for (int i = 0; i < ncandidates; i++)
-		if (candidates[i].group == giver && (chosen == NULL || Cheaper(&candidates[i], chosen)))
+	{
+		if (candidates[i].group != giver)
+			continue;
+		candidates[i].lot = pg_prng_uint32(&pg_global_prng_state);
+		if (chosen == NULL || Cheaper(&candidates[i], chosen))
 			chosen = &candidates[i];
+	}
 
 	/* 4: a zone's new key never pushes out one of its keys that is worth more. */
 	if (chosen == NULL || (giver == own && chosen->debt.refusing))

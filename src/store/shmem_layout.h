@@ -373,6 +373,15 @@ SetIndexOf(uint32 hash_high, uint64 shape)
 	return index;
 }
 
+/* The set of a key once every set is in use: SetIndexOf of the last shape. */
+static inline uint32
+FinalSetIndexOf(uint32 hash_high)
+{
+	uint32		base_set = ((hash_high >> 16) * rl_shmem->base) >> 16;
+
+	return base_set + rl_shmem->base * (hash_high & ((1U << rl_shmem->max_level) - 1));
+}
+
 /*
  * The key's set, locked, starting from index, the set the key was last
  * found to belong to.  Its place is worked out again under the lock: a

@@ -57,6 +57,12 @@ typedef struct LeaseEntry
 typedef struct LeaseSweep
 {
 	pg_atomic_uint64 next_lapse;	/* TimestampTz */
+	/*
+	 * Keys in the table.  A partitioned shared hash table holds a few more
+	 * than it is sized for (its free lists are per partition): the setting
+	 * is held to what it says here.
+	 */
+	pg_atomic_uint32 keys;
 } LeaseSweep;
 
 static int	shmem_max_lease_keys = 1000;
@@ -97,7 +103,10 @@ RlShmemLeasesStartup(void)
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	lease_sweep = ShmemInitStruct("ratelimit shmem lease sweep", sizeof(LeaseSweep), &found);
 	if (!found)
+	{
 		pg_atomic_init_u64(&lease_sweep->next_lapse, 0);
+		pg_atomic_init_u32(&lease_sweep->keys, 0);
+	}
 	LWLockRelease(AddinShmemInitLock);
 	info.keysize = sizeof(LeaseTag);
 	info.entrysize = sizeof(LeaseEntry);
@@ -134,6 +143,14 @@ EntryLapsed(const LeaseEntry *entry, TimestampTz now)
 			return false;
 	}
 	return true;
+}
+
+/* Removes a key found by a scan of the table (every partition locked). */
+static void
+RemoveKey(const LeaseTag *tag)
+{
+	hash_search(lease_keys, tag, HASH_REMOVE, NULL);
+	pg_atomic_fetch_sub_u32(&lease_sweep->keys, 1);
 }
 
 /* When the last of the entry's leases lapses by its time (its holder may go sooner). */
@@ -180,7 +197,7 @@ RemoveLapsedKeys(TimestampTz now)
 	{
 		if (EntryLapsed(entry, now))
 		{
-			hash_search(lease_keys, &entry->tag, HASH_REMOVE, NULL);
+			RemoveKey(&entry->tag);
 			removed++;
 		}
 		else
@@ -243,10 +260,28 @@ LockAndFind(const RlStateKey *key, LWLockMode mode, KeyPlace *place)
 	return hash_search_with_hash_value(lease_keys, &place->tag, place->hashcode, HASH_FIND, NULL);
 }
 
+/*
+ * Adds the key's entry (its partition locked exclusively), or NULL when the
+ * table holds ratelimit.shmem_max_lease_keys keys already.
+ */
+static LeaseEntry *
+EnterKey(const KeyPlace *place)
+{
+	LeaseEntry *entry = NULL;
+	bool		found;
+
+	if (pg_atomic_fetch_add_u32(&lease_sweep->keys, 1) < (uint32) shmem_max_lease_keys)
+		entry = hash_search_with_hash_value(lease_keys, &place->tag, place->hashcode, HASH_ENTER_NULL, &found);
+	if (entry == NULL)
+		pg_atomic_fetch_sub_u32(&lease_sweep->keys, 1);
+	return entry;
+}
+
 static void
 RemoveEntry(const KeyPlace *place)
 {
 	hash_search_with_hash_value(lease_keys, &place->tag, place->hashcode, HASH_REMOVE, NULL);
+	pg_atomic_fetch_sub_u32(&lease_sweep->keys, 1);
 }
 
 /* The entry as a row: palloc'd leases, as the table store would read them. */
@@ -287,7 +322,6 @@ LeaseUpdate(RlStoreCall *call, RlDecideFn decide, void *arg)
 	RlStateRow	next;
 	RlLease		leases[RL_SHMEM_LEASE_SLOTS];
 	int32		count;
-	bool		found;
 	bool		swept = false;
 
 	RequireLeaseTable();
@@ -311,7 +345,7 @@ retry:
 	}
 	if (entry == NULL)
 	{
-		entry = hash_search_with_hash_value(lease_keys, &place.tag, place.hashcode, HASH_ENTER_NULL, &found);
+		entry = EnterKey(&place);
 		if (entry == NULL)
 		{
 			LWLockRelease(place.lock);
@@ -414,7 +448,7 @@ RemoveWhere(int32 zone_id, int32 holder_pid)
 		if (holder_pid == 0)
 		{
 			if (entry->tag.zone_id == zone_id)
-				hash_search(lease_keys, &entry->tag, HASH_REMOVE, NULL);
+				RemoveKey(&entry->tag);
 			continue;
 		}
 		for (int32 i = entry->count - 1; i >= 0; i--)
@@ -425,7 +459,7 @@ RemoveWhere(int32 zone_id, int32 holder_pid)
 				entry->count--;
 			}
 		if (entry->count == 0)
-			hash_search(lease_keys, &entry->tag, HASH_REMOVE, NULL);
+			RemoveKey(&entry->tag);
 	}
 	UnlockAllPartitions();
 }

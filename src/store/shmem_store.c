@@ -637,13 +637,17 @@ RlShmemScanKeys(RlShmemKeyVisitor visit, void *arg)
 	LWLockRelease(rl_grow_lock);
 }
 
+/*
+ * The set a key belongs to once every set is in use (a store that is still
+ * growing holds it in the set this one splits from).
+ */
 int32
 RlShmemPlacement(int32 zone_id, text *key)
 {
 	RlStateKey	state_key = {key, zone_id, 0};
 
 	RlRequireShmemStore();
-	return (int32) SetIndexOf((uint32) (KeyHash(&state_key) >> 32), pg_atomic_read_u64(&rl_shmem->shape));
+	return (int32) FinalSetIndexOf((uint32) (KeyHash(&state_key) >> 32));
 }
 
 static RlStoreOutcome

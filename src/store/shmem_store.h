@@ -27,7 +27,7 @@ typedef void (*RlShmemKeyVisitor) (const RlShmemKeyInfo *key, void *arg);
 /* Visits every key of this database (none when the store is not preloaded). */
 extern void RlShmemScanKeys(RlShmemKeyVisitor visit, void *arg);
 
-/* The set a key of a zone of this database maps to now (ratelimit.shmem_placement). */
+/* The set a key of a zone of this database belongs to in the fully grown store (ratelimit.shmem_placement). */
 extern int32 RlShmemPlacement(int32 zone_id, text *key);
 
 
