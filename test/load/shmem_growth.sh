@@ -29,8 +29,9 @@
 #     rl_counters agrees (allowed, none refused, evicted or full);
 #   - the readers ran before, during and after the growth;
 #   - the store's shape: rl_keys' scan visits sets in order, so from each
-#     key's hash (hashtextextended with KeyHash's seed, SetIndexOf's
-#     arithmetic, mirrored here) there must be exactly one level whose
+#     key's set in the fully grown store (ratelimit.shmem_placement: its
+#     base set and the low bits of its hash, which SetIndexOf's arithmetic,
+#     mirrored here, takes level by level) there must be exactly one level whose
 #     shape puts every key in a set consistent with that order: every key
 #     is in the set its hash picks.  The level is the number of level
 #     changes of the round;
@@ -111,12 +112,12 @@ pgbench_figures() {
 # with nothing split yet); one line is expected.
 shape_levels() {
 	local base=$1 max_level=$2
-	q "SELECT (hashtextextended(s.key, ((SELECT oid FROM pg_database WHERE datname = current_database())::bigint << 32)
-	                                   | (s.zone_id::bigint & 4294967295)) >> 32) & 4294967295
+	# The final set is base_set + base * (the hash's low max_level bits).
+	q "SELECT ratelimit.shmem_placement(s.zone_id, s.key) % $base, ratelimit.shmem_placement(s.zone_id, s.key) / $base
 	   FROM ratelimit.shmem_keys() WITH ORDINALITY AS s(zone_id, key, capacity, remaining, reset_after, updated_at, ord)
 	   ORDER BY s.ord" |
 	awk -v base="$base" -v max_level="$max_level" '
-		{ hh[NR] = $1 + 0 }
+		{ base_set[NR] = $1 + 0; low_bits[NR] = $2 + 0 }
 		END {
 			n = NR
 			for (l = 0; l <= max_level; l++) {
@@ -124,8 +125,8 @@ shape_levels() {
 				if (w > n || 62 * w < n) continue	# sets in use: < n, >= n / 31
 				descents = 0; cut = n + 1; prev = -1
 				for (i = 1; i <= n; i++) {
-					lo[i] = int(int(hh[i] / 65536) * base / 65536) + base * (hh[i] % (2 ^ l))
-					bit[i] = int(hh[i] / 2 ^ l) % 2
+					lo[i] = base_set[i] + base * (low_bits[i] % (2 ^ l))
+					bit[i] = int(low_bits[i] / 2 ^ l) % 2
 					if (lo[i] < prev) { descents++; if (cut > n) cut = i }
 					prev = lo[i]
 				}
