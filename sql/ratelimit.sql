@@ -538,14 +538,17 @@ COMMENT ON FUNCTION rl_gcra(text, int, int, float8, int) IS
 -- capacity), RateLimit-Remaining and RateLimit-Reset, which older clients
 -- read.  Reads no state: PUBLIC may execute it.  It refuses values no
 -- rate-limit function returns (a negative count or time, more remaining
--- than the capacity): headers built from them would tell a client
--- something false.
+-- than the capacity, a rate no zone takes, a zone name longer than any
+-- zone's): headers built from them would tell a client something false,
+-- and PUBLIC must not be able to make it work for long.  Linear in the
+-- zone name, which it encodes once.
 CREATE FUNCTION rl_headers(result rl_result, legacy boolean DEFAULT false)
 RETURNS jsonb
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
+    name_bytes bytea := convert_to(coalesce(result.zone, 'default'), 'UTF8');
     policy_name text;
     period_us numeric;
     multiplier numeric;
@@ -563,6 +566,18 @@ BEGIN
                                   result.capacity, result.remaining, result.reset_after, result.retry_after,
                                   result.rate, result.period);
     END IF;
+    -- What rl_zone_set accepts: a name of at most 128 bytes, a rate of at
+    -- most 2^53 with at most 6 decimals, a period of at most 2^53 us.
+    IF octet_length(name_bytes) > 128 THEN
+        RAISE EXCEPTION 'rl_headers() got a zone name of more than 128 bytes'
+            USING ERRCODE = '22001',
+                  DETAIL = format('It has %s bytes: no zone has such a name.', octet_length(name_bytes));
+    END IF;
+    IF result.rate > 9007199254740992 OR scale(result.rate) > 6 THEN
+        RAISE EXCEPTION 'rl_headers() got a rate no zone has'
+            USING ERRCODE = '22023',
+                  DETAIL = 'A zone''s rate is at most 2^53, with at most 6 decimals.';
+    END IF;
     -- A structured-field string holds printable ASCII; \ and " are escaped,
     -- other bytes (and %) percent-encoded, so that every name stays itself.
     SELECT '"' || coalesce(string_agg(
@@ -570,8 +585,7 @@ BEGIN
                         CASE WHEN b IN (34, 92) THEN '\' ELSE '' END || chr(b)
                     ELSE '%' || upper(lpad(to_hex(b), 2, '0')) END, '' ORDER BY i), '') || '"'
     INTO policy_name
-    FROM (SELECT i, get_byte(convert_to(coalesce(result.zone, 'default'), 'UTF8'), i) AS b
-          FROM generate_series(0, octet_length(convert_to(coalesce(result.zone, 'default'), 'UTF8')) - 1) AS i) bytes;
+    FROM (SELECT i, get_byte(name_bytes, i) AS b FROM generate_series(0, octet_length(name_bytes) - 1) AS i) bytes;
     -- The smallest multiple of the period in whole seconds over which the
     -- rate is a whole number of requests.
     IF result.rate IS NOT NULL AND result.period IS NOT NULL THEN
@@ -581,6 +595,11 @@ BEGIN
                      + extract(day FROM result.period) * 86400000000
                      + (extract(hour FROM result.period) * 3600 + extract(minute FROM result.period) * 60) * 1000000
                      + extract(microseconds FROM result.period);
+        IF period_us > 9007199254740992 THEN
+            RAISE EXCEPTION 'rl_headers() got a period no zone has'
+                USING ERRCODE = '22023',
+                      DETAIL = 'A zone''s period is at most 2^53 microseconds (285 years).';
+        END IF;
         rate_denominator := power(10::numeric, scale(result.rate))
                             / gcd(result.rate * power(10::numeric, scale(result.rate)),
                                   power(10::numeric, scale(result.rate)));

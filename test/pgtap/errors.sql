@@ -6,7 +6,7 @@ SET LOCAL timezone = 'UTC';
 SET LOCAL datestyle = 'ISO, YMD';
 SET LOCAL client_min_messages = warning;
 
-SELECT plan(84);
+SELECT plan(91);
 
 SET LOCAL ratelimit.now_override = '2026-01-01 00:00:00+00';
 
@@ -185,6 +185,48 @@ SELECT throws_ok($$SELECT rl_headers((true, 10, 0, NULL, '1 s', NULL, true, 'z',
                  '22023', NULL, 'rl_headers: period 0: 22023');
 SELECT throws_ok($$SELECT rl_headers((true, 10, 0, NULL, '1 s', NULL, true, 'z', 10, '-1 minute')::rl_result)$$,
                  '22023', NULL, 'rl_headers: negative period: 22023');
+-- What PUBLIC could hand it to make it work long: a name longer than a
+-- zone's (the encoding was quadratic: 64 kB took 5 s, 10 MB never ended:
+-- the statement timeout makes such a version fail here at once), a rate or
+-- a period no zone takes.
+SET LOCAL statement_timeout = '20s';
+SELECT throws_ok(format('SELECT rl_headers((true, 10, 0, NULL, %L, NULL, true, %L, 10, %L)::rl_result)',
+                        '1 s', repeat('z', 129), '1 s'),
+                 '22001', 'rl_headers() got a zone name of more than 128 bytes',
+                 'rl_headers: a zone name of 129 bytes: 22001');
+SELECT throws_ok(format('SELECT rl_headers((true, 10, 0, NULL, %L, NULL, true, %L, 10, %L)::rl_result)',
+                        '1 s', repeat('z', 10000000), '1 s'),
+                 '22001', NULL, 'rl_headers: a zone name of 10 MB: 22001, at once');
+-- Linear in the name's length: a ratio of two lengths measured side by
+-- side, never a time (the quadratic encoding took 16 times as long for 4
+-- times the bytes; a linear one at most 4, and a refusal less).
+CREATE FUNCTION pg_temp.headers_seconds(len int) RETURNS float8 LANGUAGE plpgsql AS $$
+DECLARE
+    r rl_result := (true, 10, 0, NULL, '1 s', NULL, true, repeat('z', len), 10, '1 s')::rl_result;
+    started timestamptz := clock_timestamp();
+BEGIN
+    FOR i IN 1 .. 20 LOOP
+        BEGIN
+            PERFORM rl_headers(r);
+        EXCEPTION WHEN string_data_right_truncation THEN
+            NULL;
+        END;
+    END LOOP;
+    RETURN extract(epoch FROM clock_timestamp() - started);
+END $$;
+SELECT cmp_ok((SELECT min(pg_temp.headers_seconds(65536)) / min(pg_temp.headers_seconds(16384))
+               FROM generate_series(1, 3)), '<', 8::float8,
+              'rl_headers: 4 times the name takes less than 8 times as long (linear, not quadratic)');
+SELECT is(rl_headers((true, 10, 0, NULL, '1 s', NULL, true, repeat(U&'\00E9', 64), 10, '1 s')::rl_result)->>'RateLimit',
+          '"' || repeat('%C3%A9', 64) || '";r=0;t=1',
+          'rl_headers: a zone name of 128 bytes is encoded whole');
+SELECT throws_ok($$SELECT rl_headers((true, 10, 0, NULL, '1 s', NULL, true, 'z', 0.0000001, '1 s')::rl_result)$$,
+                 '22023', 'rl_headers() got a rate no zone has', 'rl_headers: a rate with 7 decimals: 22023');
+SELECT throws_ok($$SELECT rl_headers((true, 10, 0, NULL, '1 s', NULL, true, 'z', 1e30, '1 s')::rl_result)$$,
+                 '22023', 'rl_headers() got a rate no zone has', 'rl_headers: a rate above 2^53: 22023');
+SELECT throws_ok($$SELECT rl_headers((true, 10, 0, NULL, '1 s', NULL, true, 'z', 10, '300 years')::rl_result)$$,
+                 '22023', 'rl_headers() got a period no zone has', 'rl_headers: a period above 2^53 us: 22023');
+RESET statement_timeout;
 SELECT is(rl_headers((false, 10, 0, '1.2 s', '3 s', NULL, false, 'z', 10, '1 minute')::rl_result),
           '{"Retry-After": "2", "RateLimit": "\"z\";r=0;t=3", "RateLimit-Policy": "\"z\";q=10;w=60"}'::jsonb,
           'rl_headers: a possible result gives its headers');
