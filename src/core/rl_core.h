@@ -284,6 +284,21 @@ RlKeyDebt	rl_counter_debt(const RlZoneLimit *limit, const RlCounterState *state,
 RlKeyDebt	rl_token_bucket_debt(const RlTokenBucketState *state, int64_t now_us,
 								 const RlTokenBucketLimit *limit) RL_NOEXCEPT;
 
+/*
+ * A quick weighing of a key, for a store that ranks every key of a set and
+ * then takes the debt of the one it chooses: shortfall, idle and refusing
+ * without missing (left 0).  For the window algorithms and GCRA they are
+ * the debt's own, from integer arithmetic without a division.  For a token
+ * bucket they come from a few floating-point operations, where the debt
+ * keeps part tokens exactly: shortfall agrees to a millionth of a token,
+ * idle is set within a millionth of a token of full (the debt tells), and
+ * refusing may differ within RL_TOKEN_EPSILON of a whole token.
+ */
+RlKeyDebt	rl_counter_weigh(const RlZoneLimit *limit, const RlCounterState *state,
+							 int64_t now_us) RL_NOEXCEPT;
+RlKeyDebt	rl_token_bucket_weigh(const RlTokenBucketState *state, int64_t now_us,
+								  const RlTokenBucketLimit *limit) RL_NOEXCEPT;
+
 /* ---------------------------------------------------------------------------
  * Exact sliding window (sliding_window.cpp).
  *

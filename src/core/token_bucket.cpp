@@ -162,3 +162,19 @@ rl_token_bucket_debt(const RlTokenBucketState *state, int64_t now_us,
 	debt.refusing = remaining < 1;
 	return debt;
 }
+
+extern "C" RlKeyDebt
+rl_token_bucket_weigh(const RlTokenBucketState *state, int64_t now_us,
+					  const RlTokenBucketLimit *limit) noexcept
+{
+	const double held = static_cast<double>(std::clamp<int64_t>(state->tokens, 0, RL_MAX_CAPACITY_INT)) +
+		(state->fraction >= 0.0 && state->fraction < 1.0 ? state->fraction : 0.0);
+	const double refill = limit->refill_tokens * ElapsedMicros(state->stamp_us, now_us) / limit->refill_interval_us;
+	const double level = std::min(limit->capacity, held + refill);
+	RlKeyDebt weight{};
+
+	weight.shortfall = std::max(0.0, limit->capacity - level);
+	weight.idle = weight.shortfall <= 1e-6;
+	weight.refusing = level + RL_TOKEN_EPSILON < 1.0;
+	return weight;
+}

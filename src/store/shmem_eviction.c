@@ -65,22 +65,44 @@ typedef struct Group
 	int64		keys;			/* the keys it holds in the whole store */
 } Group;
 
-RlKeyDebt
-RlEntryDebt(const ShmemEntry *entry, TimestampTz now)
+/* The key's debt (exact: weigh false), or its quicker weighing (rl_counter_weigh). */
+static RlKeyDebt
+EntryDebtOrWeight(const ShmemEntry *entry, TimestampTz now, bool weigh)
 {
 	if (entry->limit_kind == RL_SHMEM_KIND_BUCKET)
 	{
 		RlTokenBucketState state = RlEntryBucketState(entry);
 
-		return rl_token_bucket_debt(&state, now, &entry->limit.bucket);
+		return weigh ? rl_token_bucket_weigh(&state, now, &entry->limit.bucket)
+			: rl_token_bucket_debt(&state, now, &entry->limit.bucket);
 	}
 	else
 	{
 		RlCounterState state = RlEntryCounterState(entry);
 		RlZoneLimit limit = RlEntryZoneLimit(entry);
 
-		return rl_counter_debt(&limit, &state, now);
+		return weigh ? rl_counter_weigh(&limit, &state, now) : rl_counter_debt(&limit, &state, now);
 	}
+}
+
+RlKeyDebt
+RlEntryDebt(const ShmemEntry *entry, TimestampTz now)
+{
+	return EntryDebtOrWeight(entry, now, false);
+}
+
+/*
+ * Weighs a candidate, true when its key has recovered: its weighing says so
+ * and its debt agrees (c->debt is then the debt).
+ */
+static bool
+WeighCandidate(Candidate *c, TimestampTz now)
+{
+	c->debt = EntryDebtOrWeight(c->entry, now, true);
+	if (!c->debt.idle)
+		return false;
+	c->debt = RlEntryDebt(c->entry, now);
+	return c->debt.idle;
 }
 
 static void
@@ -105,24 +127,24 @@ GroupOf(Group *groups, int *ngroups, Oid dbid, int32 zone_id)
 }
 
 /*
- * Whether a should go before b: a key that would still admit a call before
- * one that would refuse it, then fewer whole tokens missing (what an
- * eviction forgives), then, for keys that admit, the one closer to full,
- * then the luck of the draw.
+ * Whether a should go before b, by their weighings: a key that would still
+ * admit a call before one that would refuse it, then the one closer to full;
+ * keys that refuse in random order (a zone's all miss its whole capacity).
  */
 static bool
 Cheaper(const Candidate *a, const Candidate *b)
 {
 	if (a->debt.refusing != b->debt.refusing)
 		return b->debt.refusing;
-	if (a->debt.missing != b->debt.missing)
-		return a->debt.missing < b->debt.missing;
 	if (!a->debt.refusing && a->debt.shortfall != b->debt.shortfall)
 		return a->debt.shortfall < b->debt.shortfall;
 	return a->lot < b->lot;
 }
 
-/* Takes the candidate for the new key: its way or its chain entry, and what it forgives. */
+/*
+ * Takes the candidate for the new key: its way or its chain entry, and what
+ * it forgives (c->debt is its exact debt).
+ */
 static bool
 Take(const Candidate *chosen, RlRoom *room)
 {
@@ -142,10 +164,18 @@ RlLeastHarm(ShmemSet *set, uint32 index, const ShmemKey *key, TimestampTz now,
 	int			ngroups = 0;
 	int			own;
 	int			giver;
-	const Candidate *chosen = NULL;
+	Candidate  *chosen = NULL;
 
 	memset(room, 0, sizeof(*room));
 	room->way = -1;
+#ifdef __GNUC__
+	/* Both lines of every entry, fetched together rather than one by one. */
+	for (int i = 0; i < RL_SHMEM_WAYS; i++)
+	{
+		__builtin_prefetch(&set->entries[i], 0);
+		__builtin_prefetch(&set->entries[i].tokens, 0);
+	}
+#endif
 	/* 1: a key that has recovered, in the set, then in its chain. */
 	for (int i = 0; i < RL_SHMEM_WAYS; i++)
 	{
@@ -156,8 +186,7 @@ RlLeastHarm(ShmemSet *set, uint32 index, const ShmemKey *key, TimestampTz now,
 		c->entry = &set->entries[i];
 		c->way = i;
 		c->link = NULL;
-		c->debt = RlEntryDebt(c->entry, now);
-		if (c->debt.idle)
+		if (WeighCandidate(c, now))
 			return Take(c, room);
 		ncandidates++;
 	}
@@ -169,8 +198,7 @@ RlLeastHarm(ShmemSet *set, uint32 index, const ShmemKey *key, TimestampTz now,
 		c->entry = ForeignEntry(*link);
 		c->way = -1;
 		c->link = link;
-		c->debt = RlEntryDebt(c->entry, now);
-		if (c->debt.idle)
+		if (WeighCandidate(c, now))
 			return Take(c, room);
 		ncandidates++;
 	}
@@ -199,7 +227,10 @@ RlLeastHarm(ShmemSet *set, uint32 index, const ShmemKey *key, TimestampTz now,
 	}
 
 	/* 4: a zone's new key never pushes out one of its keys that is worth more. */
-	if (chosen == NULL || (giver == own && chosen->debt.refusing))
+	if (chosen == NULL)
+		return false;
+	chosen->debt = RlEntryDebt(chosen->entry, now);
+	if (giver == own && chosen->debt.refusing)
 		return false;
 	return Take(chosen, room);
 }
@@ -211,5 +242,6 @@ RlCountEvicted(const RlEvicted *evicted)
 		return;
 	RlCount(evicted->dbid, evicted->zone_id, RL_COUNT_EVICTED);
 	RlCountAdd(evicted->dbid, evicted->zone_id, RL_COUNT_FORGIVEN, evicted->forgiven);
-	RlCountAdd(evicted->dbid, evicted->zone_id, RL_COUNT_KEYS, -1);
+	if (!evicted->keys_replaced)
+		RlCountAdd(evicted->dbid, evicted->zone_id, RL_COUNT_KEYS, -1);
 }

@@ -437,6 +437,7 @@ typedef struct RlEvicted
 	Oid			dbid;
 	int32		zone_id;
 	int64		forgiven;		/* its missing tokens (RlKeyDebt.missing) */
+	bool		keys_replaced;	/* by a key of its zone: the zone's keys stay as they are */
 } RlEvicted;
 
 extern WayRef *RlFindInChain(uint32 home_index, const ShmemKey *key);

@@ -277,6 +277,12 @@ retry:
 		RlReleaseForeignWay(reserved);	/* the key found room at home, or nothing was stored */
 	if (grow)
 		(void) RlGrowStore(false, 0);
+	if (evicted.any && evicted.dbid == MyDatabaseId && evicted.zone_id == key->zone_id)
+	{
+		/* A zone's key for another of its keys: it holds as many as before. */
+		stored_new = false;
+		evicted.keys_replaced = true;
+	}
 	if (stored_new)
 		RlCountAdd(MyDatabaseId, key->zone_id, RL_COUNT_KEYS, 1);
 	RlCountEvicted(&evicted);

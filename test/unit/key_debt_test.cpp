@@ -139,6 +139,50 @@ TEST(KeyDebt, AgreesWithTheTakeOnRandomKeys)
 	}
 }
 
+// The weighing a store ranks a set's keys by agrees with the debt: exactly
+// for the window algorithms and GCRA, and for a token bucket to a millionth
+// of a token (its flags may differ only that close to a boundary).
+TEST(KeyDebt, WeighingAgreesWithTheDebt)
+{
+	std::mt19937_64 rng(99);
+	for (RlAlgorithm algorithm : kAlgorithms)
+	{
+		for (int run = 0; run < 300; run++)
+		{
+			const int64_t rate = Uniform(rng, 1, Chance(rng, 0.5) ? 10 : 1000000);
+			const int64_t period = Uniform(rng, 1, Chance(rng, 0.5) ? kSecond : 1000 * kMinute);
+			RlZoneLimit limit{};
+			if (rl_zone_limit(algorithm, rate, period, -1, &limit) != RL_ZONE_OK)
+				continue;
+			CounterKey key{limit, std::nullopt};
+			int64_t now = kT0;
+			for (int step = 0; step < 30; step++)
+			{
+				now += Uniform(rng, -period / 4, period / 2);
+				(void) key.Take(now, Uniform(rng, 0, limit.capacity));
+				if (!key.stored)
+					continue;
+				const int64_t at = now + Uniform(rng, -period, 2 * period);
+				const RlKeyDebt debt = rl_counter_debt(&limit, &*key.stored, at);
+				const RlKeyDebt weight = rl_counter_weigh(&limit, &*key.stored, at);
+				const std::string where = std::string(AlgorithmName(algorithm)) + " run " + std::to_string(run) +
+					" step " + std::to_string(step);
+				ASSERT_EQ(weight.missing, 0) << where;
+				ASSERT_NEAR(weight.shortfall, debt.shortfall, 1e-6 * std::max<double>(1.0, limit.capacity)) << where;
+				const bool token_bucket = algorithm == RL_ALGORITHM_TOKEN_BUCKET;
+				if (!token_bucket || std::abs(debt.shortfall - (static_cast<double>(limit.capacity) - 1.0)) > 1e-6)
+				{
+					ASSERT_EQ(weight.refusing, debt.refusing) << where;
+				}
+				if (!token_bucket || debt.idle || debt.shortfall > 1e-6)
+				{
+					ASSERT_EQ(weight.idle, debt.idle) << where;
+				}
+			}
+		}
+	}
+}
+
 // The bound the shmem store documents: forgetting a key at t lets through
 // at most debt.missing more calls than keeping it.  For the token bucket,
 // GCRA and the sliding-window counter (windows aligned to the clock) that
