@@ -67,6 +67,10 @@ SELECT remaining FROM rl_peek('l_c', 'k', 0);
 SELECT count(*) AS leases_of_k FROM rl_leases WHERE zone = 'l_c' AND key = 'k';
 -- A lease with another nonce, or of another key, releases nothing.
 SELECT lease AS lease3 FROM rl_acquire('l_c', 'k') \gset
+-- A nonce that differs only in its high 32 bits is another nonce.
+SELECT rl_release(regexp_replace(:'lease3', ':[0-9a-f]{8}([0-9a-f]{8}):',
+                                 ':' || CASE WHEN substr(:'lease3', strpos(:'lease3', ':') + 1, 1) = '0' THEN '1' ELSE '0' END
+                                     || '0000000\1:')) AS forged_high_bits;
 SELECT rl_release(regexp_replace(:'lease3', ':[0-9a-f]{16}:', ':0123456789abcdef:')) AS forged_nonce,
        rl_release(regexp_replace(:'lease3', ':k$', ':other')) AS other_key,
        rl_release(pg_temp.zone_id('l_max') || substr(:'lease3', length(pg_temp.zone_id('l_c')::text) + 1))
@@ -90,7 +94,7 @@ SELECT rl_release('999999:0123456789abcdef:k') AS unknown_zone;
 -------------------------------------------------------------------------
 SET ratelimit.now_override = '2026-06-01 00:03:00+00';
 SELECT lease AS short FROM rl_acquire('l_c', 'lapse', '5 seconds') \gset
-SELECT lease AS long FROM rl_acquire('l_c', 'lapse', '1 hour') \gset
+SELECT lease AS long FROM rl_acquire('l_c', 'lapse', '1 minute') \gset
 SELECT allowed, remaining, retry_after FROM rl_acquire('l_c', 'lapse');
 -- A microsecond before: still held.
 SET ratelimit.now_override = '2026-06-01 00:03:04.999999+00';
@@ -105,14 +109,17 @@ SELECT lease IS NOT NULL AS got_lease, remaining, expires_at FROM rl_acquire('l_
 SELECT rl_release(:'long') AS released_long;
 
 -------------------------------------------------------------------------
--- 5. Errors of rl_acquire: a ttl not above 0 (22023), NULL zone or key
--- (22004), an empty key (22023), an unknown zone (42704), a zone of
--- requests per period (42809); and the calls of such zones refuse a
--- concurrency zone (42809).  Nothing is taken.
+-- 5. Errors of rl_acquire: a ttl not above 0 or above the zone's period
+-- (22023: a lease lasts at most that), NULL zone or key (22004), an empty
+-- key (22023), an unknown zone (42704), a zone of requests per period
+-- (42809); and the calls of such zones refuse a concurrency zone (42809).
+-- Nothing is taken.
 -------------------------------------------------------------------------
 SET ratelimit.now_override = '2026-06-01 00:10:00+00';
 SELECT rl_zone_set('l_tb', 'token_bucket', 10, '1 minute');
 SELECT * FROM regress.error($$SELECT rl_acquire('l_c', 'e', '0 seconds')$$);
+SELECT * FROM regress.error($$SELECT rl_acquire('l_c', 'e', '100 years')$$);
+SELECT regress.try($$SELECT rl_acquire('l_c', 'e', '1 minute 0.000001 seconds')$$) AS a_microsecond_over;
 SELECT * FROM regress.error($$SELECT rl_acquire('l_tb', 'e')$$);
 SELECT * FROM regress.error($$SELECT rl_limit('l_c', 'e')$$);
 SELECT q, regress.try(q) FROM (VALUES
@@ -131,8 +138,9 @@ SELECT q, regress.try(q) FROM (VALUES
     ($$SELECT rl_limit(ARRAY['l_c'], 'e')$$)) v(q);
 SELECT count(*) AS leases_of_e FROM rl_leases WHERE key = 'e';
 SELECT remaining FROM rl_peek('l_tb', 'e', 0);
--- A NULL ttl is the zone's period.
+-- A NULL ttl is the zone's period, and so is the longest ttl.
 SELECT expires_at FROM rl_acquire('l_c', 'e', NULL);
+SELECT expires_at FROM rl_acquire('l_c', 'e2', '1 minute');
 
 -------------------------------------------------------------------------
 -- 6. Transactional: a rolled-back rl_acquire holds nothing, a rolled-back

@@ -114,6 +114,10 @@ SELECT rl_zone_set('rf_gcra', 'gcra', 6, '1 minute', burst => 5);
 SELECT remaining, reset_after FROM rl_limit('rf_gcra', 'k', 4);
 SELECT allowed, remaining, reset_after FROM rl_refund('rf_gcra', 'k', 1);
 SELECT allowed, remaining, reset_after FROM rl_refund('rf_gcra', 'k', 10);
+-- The arrival time stored is now, not before: a take starts from the later
+-- of it and now, so only the row shows it.
+SELECT updated_at = current_setting('ratelimit.now_override')::timestamptz AS arrival_time_is_now
+FROM ratelimit.state WHERE zone_id = pg_temp.zone_id('rf_gcra') AND key = 'k';
 -- Not before now: after refunding more than was taken, the burst is 5,
 -- not more: 5 admitted, the 6th refused (retry 10 s).
 SELECT g, (r).allowed, (r).remaining, (r).retry_after
@@ -138,6 +142,9 @@ SELECT remaining, reset_after FROM rl_limit('rf_fw', 'k', 4);
 SET ratelimit.now_override = '2026-06-01 02:00:10+00';
 SELECT allowed, remaining, reset_after FROM rl_refund('rf_fw', 'k', 1);
 SELECT allowed, remaining, reset_after FROM rl_refund('rf_fw', 'k', 9);
+-- The count stored is 0, not below: a window counts only a positive count,
+-- so only the row shows it.
+SELECT tokens AS counted FROM ratelimit.state WHERE zone_id = pg_temp.zone_id('rf_fw') AND key = 'k';
 -- At 30 s a call opens a new window [30 s, 90 s): reset 60 s, not the
 -- emptied window's 30 s.
 SET ratelimit.now_override = '2026-06-01 02:00:30+00';

@@ -780,7 +780,7 @@ SELECT rl_release(:'sl4') AS released_read_only;
 COMMIT;
 -- A lease lapses at expires_at: a microsecond before, still held.
 SELECT lease AS short FROM rl_acquire('s_conc', 'lapse', '5 seconds') \gset
-SELECT lease AS long FROM rl_acquire('s_conc', 'lapse', '1 hour') \gset
+SELECT lease AS long FROM rl_acquire('s_conc', 'lapse', '1 minute') \gset
 SET ratelimit.now_override = '2026-01-01 08:00:04.999999+00';
 SELECT allowed, remaining, retry_after FROM rl_peek('s_conc', 'lapse');
 SET ratelimit.now_override = '2026-01-01 08:00:05+00';

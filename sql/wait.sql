@@ -11,6 +11,9 @@ SET timezone = 'UTC';
 SET datestyle = 'ISO, YMD';
 SET intervalstyle = 'postgres';
 SET ratelimit.now_override = '2026-06-01 00:00:00+00';
+-- Nothing here waits longer than a few milliseconds: a wait that lost its
+-- timeout fails with 57014 within a minute instead of hanging the suite.
+SET statement_timeout = '60s';
 
 -------------------------------------------------------------------------
 -- 1. token_bucket, 10 per minute (a token per 6 s), capacity 10.

@@ -52,6 +52,27 @@ LeaseText(const RlCall *call)
 									text_to_cstring(call->request.key.key)));
 }
 
+/*
+ * A lease lasts at most its zone's period: the zone's owner bounds how long
+ * a caller may keep a slot (a 'limit' role could otherwise hold every slot
+ * of another's key for a century).
+ */
+static void
+RequireTtlWithinPeriod(const RlCall *call, int64 ttl_us)
+{
+	Interval	period = {.time = call->request.limit.zone.period_us};
+
+	if (ttl_us <= call->request.limit.zone.period_us)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("ttl is longer than the period of zone \"%s\"", RlMessageText(call->what)),
+			 errdetail("A lease of this zone lasts at most %s.",
+					   DatumGetCString(DirectFunctionCall1(interval_out, IntervalPGetDatum(&period)))),
+			 errhint("Ask for at most the zone's period, or NULL for all of it; the zone's owner sets "
+					 "the period with rl_zone_set.")));
+}
+
 /* rl_acquire(zone, key, ttl DEFAULT NULL): a lease of one slot, or a refusal. */
 Datum
 rl_acquire(PG_FUNCTION_ARGS)
@@ -77,6 +98,8 @@ rl_acquire(PG_FUNCTION_ARGS)
 	}
 	RlRequireNotNull(fcinfo, 0, "zone");
 	RlPrepareZoneCall(&call, PG_GETARG_TEXT_PP(0), RlCheckedKey(fcinfo, 1, "key"), 1, false);
+	if (ttl_given && call.request.limit.zone.algorithm == RL_ALGORITHM_CONCURRENCY)
+		RequireTtlWithinPeriod(&call, ttl_us);
 	call.lease_ttl_us = ttl_given ? ttl_us : call.request.limit.zone.period_us;
 	call.lease.nonce = NewNonce();
 	if (call.store == RL_STORE_SHMEM_LEASES)

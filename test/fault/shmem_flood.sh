@@ -23,7 +23,8 @@
 #       unstored, deny: refused, error: 53400), counted in "full" and
 #       logged; the other zones still decide as their twins; the bound
 #       holds (the larger zone's keys it took room from were drained too:
-#       forgiven, and counted)
+#       forgiven, and counted); a call on several zones with such a key is
+#       refused whole (deny, error) or decided without it (allow)
 #   (d) leases: junk leases fill shmem_max_lease_keys; a 2-slot zone's
 #       new key is then refused, whatever the policy (fail closed,
 #       counted); once a junk lease is released it gets 2 slots, never 3
@@ -93,6 +94,13 @@ $$;
 CREATE FUNCTION try_acquire(zone text, key text) RETURNS text LANGUAGE plpgsql AS $$
 BEGIN
     RETURN CASE WHEN (rl_acquire(zone, key)).allowed THEN 'granted' ELSE 'refused' END;
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLSTATE;
+END $$;
+-- try_limit(zones, key): allowed, refused, or the SQLSTATE it raised.
+CREATE FUNCTION try_limit(zones text[], key text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN CASE WHEN (rl_limit(zones, key)).allowed THEN 'allowed' ELSE 'refused' END;
 EXCEPTION WHEN OTHERS THEN
     RETURN SQLSTATE;
 END $$;
@@ -198,6 +206,17 @@ for policy in allow deny error; do
 		   q rl_flood_b "SELECT how('other_db') || ' ' || how('other_db_t')")"
 	rl_check "(c $policy) the other zones lost no key and never found the store full" "0 0 0 3 0 0 0 3 0 0 0 3" \
 		"$(room rl_flood other) $(room rl_flood other_fw) $(room rl_flood_b other_db)"
+	# Several zones in one call, one of them the drained zone, whose new key
+	# the policy decides: refused (deny) or raising (error), none of the
+	# others is charged; let through (allow), the others decide without it.
+	case $policy in
+		allow) want="allowed 4 4" ;;
+		deny) want="refused 5 5" ;;
+		error) want="53400 5 5" ;;
+	esac
+	rl_check "(c $policy) rl_limit(zones[]) with the drained zone's new key: $want" "$want" \
+		"$(q rl_flood "SELECT try_limit(ARRAY['other_t', 'other', 'drain'], 'multi')") $(
+		   q rl_flood "SELECT (rl_peek('other_t', 'multi', 0)).remaining || ' ' || (rl_peek('other', 'multi', 0)).remaining")"
 	q rl_flood "SELECT flood('drain', 'dry', $FLOOD, 5)" flooder >/dev/null
 	rl_check "(c $policy) both flooded zones admitted at most 5 x their keys + forgiven (+ full under allow)" "t t" \
 		"$(bound rl_flood drain 1 $FLOOD $policy) $(bound rl_flood victim 5 $((FLOOD + 3)))"

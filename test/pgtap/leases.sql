@@ -17,7 +17,7 @@ SET LOCAL timezone = 'UTC';
 SET LOCAL intervalstyle = 'postgres';
 SET LOCAL client_min_messages = warning;
 
-SELECT plan(66);
+SELECT plan(69);
 
 SET LOCAL ratelimit.now_override = '2026-01-01 00:00:00+00';
 SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_settings WHERE name = 'ratelimit.shmem_max_keys')
@@ -78,6 +78,10 @@ SELECT is(rl_release(:'l2'), false, 'rl_release again: false');
 SELECT is(pg_temp.free('p_conc', 'k'), 1::bigint, 'the slot is free again');
 SELECT is(rl_release(regexp_replace(:'l1', ':[0-9a-f]{16}:', ':0000000000000001:')), false,
           'a lease with a forged nonce releases nothing');
+SELECT is(rl_release(regexp_replace(:'l1', ':([0-9a-f]{8})([0-9a-f]{8}):',
+                                    ':' || lpad(to_hex(('x' || substr(:'l1', strpos(:'l1', ':') + 1, 8))::bit(32)::int # 1), 8, '0')
+                                        || '\2:')),
+          false, 'a nonce that differs only in its high 32 bits releases nothing');
 SELECT is(pg_temp.free('p_conc', 'k'), 1::bigint, '... and the real one is still held');
 
 -------------------------------------------------------------------------
@@ -97,6 +101,12 @@ SELECT is(rl_release(:'l3'), false, 'releasing a lapsed lease: false');
 -------------------------------------------------------------------------
 SELECT throws_ok($$SELECT rl_acquire('p_conc', 'k', '0 seconds')$$, '22023', NULL, 'ttl 0: 22023');
 SELECT throws_ok($$SELECT rl_acquire('p_conc', 'k', '-1 second')$$, '22023', NULL, 'a negative ttl: 22023');
+-- A 'limit' role must not hold another's slot for a century: a lease lasts
+-- at most its zone's period (1 minute here).
+SELECT throws_ok($$SELECT rl_acquire('p_conc', 'k', '100 years')$$, '22023',
+                 'ttl is longer than the period of zone "p_conc"', 'a ttl of 100 years on a 1-minute zone: 22023');
+SELECT throws_ok($$SELECT rl_acquire('p_conc', 'k', '60.000001 seconds')$$, '22023', NULL,
+                 'a ttl a microsecond over the period: 22023');
 SELECT throws_ok($$SELECT rl_acquire(NULL, 'k')$$, '22004', 'zone must not be null', 'NULL zone: 22004');
 SELECT throws_ok($$SELECT rl_acquire('p_conc', NULL)$$, '22004', 'key must not be null', 'NULL key: 22004');
 SELECT throws_ok($$SELECT rl_acquire('p_nope', 'k')$$, '42704', NULL, 'unknown zone: 42704');

@@ -308,6 +308,24 @@ TEST(Leases, ReleaseFreesASlotOnce)
 	EXPECT_TRUE(key.Idle(now));
 }
 
+// A nonce is 64 bits: one that matches a lease's low (or high) 32 bits
+// only is another lease's, and releases nothing.
+TEST(Leases, ANonceMatchingHalfTheBitsReleasesNothing)
+{
+	const uint64_t nonce = UINT64_C(0x89abcdef01234567);
+	LeaseKey key(ConcurrencyLimit(1));
+	ASSERT_TRUE(key.Acquire(kT0, Lease(nonce, kT0 + 10 * kSecond)).allowed);
+	bool released = true;
+	EXPECT_FALSE(key.Release(kT0, nonce ^ (UINT64_C(1) << 63), &released).state_changed);
+	EXPECT_FALSE(released);
+	EXPECT_FALSE(key.Release(kT0, nonce ^ 1, &released).state_changed);
+	EXPECT_FALSE(released);
+	EXPECT_FALSE(key.Release(kT0, nonce & UINT64_C(0xffffffff), &released).state_changed);
+	EXPECT_FALSE(released);
+	EXPECT_TRUE(key.Release(kT0, nonce, &released).state_changed);
+	EXPECT_TRUE(released);
+}
+
 TEST(Leases, ReleasingALapsedLeaseIsNotARelease)
 {
 	LeaseKey key(ConcurrencyLimit(2));
