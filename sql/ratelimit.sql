@@ -490,7 +490,7 @@ RETURNS rl_lease
 AS 'MODULE_PATHNAME', 'rl_acquire'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION rl_acquire(text, text, interval) IS
-    'Takes one of the concurrency zone''s slots for key until rl_release, or until ttl (NULL: the zone''s period) has passed; refused when every slot is held';
+    'Takes one of the concurrency zone''s slots for key until rl_release, or until ttl (NULL: the zone''s period, also the longest) has passed; refused when every slot is held';
 
 CREATE FUNCTION rl_release(lease text)
 RETURNS boolean
