@@ -165,6 +165,7 @@ RlLeastHarm(ShmemSet *set, uint32 index, const ShmemKey *key, TimestampTz now,
 	int			own;
 	int			giver;
 	Candidate  *chosen = NULL;
+	uint64		lots;
 
 	memset(room, 0, sizeof(*room));
 	room->way = -1;
@@ -216,12 +217,14 @@ RlLeastHarm(ShmemSet *set, uint32 index, const ShmemKey *key, TimestampTz now,
 		if (groups[g].keys > groups[giver].keys)
 			giver = g;
 
-	/* 3: its key of the smallest debt. */
+	/* 3: its key of the smallest debt; the lots from one random draw. */
+	lots = pg_prng_uint64(&pg_global_prng_state);
 	for (int i = 0; i < ncandidates; i++)
 	{
 		if (candidates[i].group != giver)
 			continue;
-		candidates[i].lot = pg_prng_uint32(&pg_global_prng_state);
+		lots = lots * UINT64CONST(6364136223846793005) + UINT64CONST(1442695040888963407);
+		candidates[i].lot = (uint32) (lots >> 32);
 		if (chosen == NULL || Cheaper(&candidates[i], chosen))
 			chosen = &candidates[i];
 	}
