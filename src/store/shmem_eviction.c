@@ -33,7 +33,9 @@
  *
  * The candidates are the keys of the new key's set and its overflow chain
  * (about 31): a new key costs one scan of them, under the set's lock, with
- * no global lock.  The keys each zone holds are counted in shared memory
+ * no global lock.  The scan weighs each key quickly (rl_counter_weigh); the
+ * exact debt is worked out for a key it finds recovered and for the one it
+ * chooses.  The keys each zone holds are counted in shared memory
  * (counters.c), read without a lock: an estimate that is exact when calls
  * are not racing.
  */
