@@ -13,6 +13,13 @@
 -- could execute them) is refused, so no stranger can drain another
 -- caller's key.
 --
+-- What a security review tried against the recipe (issue 30), replayed:
+-- a client rotating its IPv6 address inside its /64 has one key (its
+-- /56); failing login RPCs behind the wrapper, each rolled back by
+-- PostgREST, are still counted; the recipe on a table zone fails loudly
+-- (55000); a request without a usable address is refused with a 400 and
+-- shares no bucket.
+--
 -- And everything works from a non-default schema: every SQL-callable part
 -- of the extension is used here schema-qualified while the session's
 -- search_path does not contain the schema (pgTAP lives in public).
