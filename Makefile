@@ -10,6 +10,7 @@ OBJS = \
 	src/api/leases.o \
 	src/api/monitor.o \
 	src/api/privilege_hint.o \
+	src/api/result.o \
 	src/api/token_bucket.o \
 	src/api/trigger.o \
 	src/api/zone_admin.o \

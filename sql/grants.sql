@@ -10,6 +10,7 @@ SET ratelimit.now_override = '2026-02-01 00:00:00+00';
 CREATE ROLE rl_regress_app NOLOGIN;
 CREATE ROLE rl_regress_watch NOLOGIN;
 SELECT rl_zone_set('grants', 'token_bucket', 2, '1 minute');
+SELECT rl_zone_set('grants_guard', 'token_bucket', 2, '1 minute', store => 'shmem');
 
 -- Not granted: refused, with a hint.
 SET ROLE rl_regress_app;
@@ -33,10 +34,10 @@ SELECT allowed, remaining, zone FROM rl_limit(ARRAY['grants'], 'user:1');
 -- the RateLimit headers in response.headers (1 left of 2, full in 30 s);
 -- then rl_headers of the next call (0 left, 60 s).
 BEGIN;
-SELECT rl_http_guard('grants', 'user:guard');
+SELECT rl_http_guard('grants_guard', 'user:guard');
 SELECT current_setting('response.headers', true) AS response_headers;
 COMMIT;
-SELECT rl_headers(r) FROM rl_limit('grants', 'user:guard') r;
+SELECT rl_headers(r) FROM rl_limit('grants_guard', 'user:guard') r;
 SELECT rl_token_bucket('user:1', 1, 10);
 -- rl_refund is not a decision function: a role that may refund its own
 -- key is not limited at all.
@@ -92,6 +93,6 @@ BEGIN READ ONLY;
 SELECT rl_limit('grants', 'user:2');
 ROLLBACK;
 
-SELECT rl_zone_drop('grants');
+SELECT rl_zone_drop('grants'), rl_zone_drop('grants_guard');
 DROP OWNED BY rl_regress_app, rl_regress_watch;
 DROP ROLE rl_regress_app, rl_regress_watch;

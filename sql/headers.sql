@@ -129,9 +129,11 @@ FROM (VALUES ('negative capacity', pg_temp.r(true, -1, 0, NULL, '1 s', 'z', 5, '
 -- 6. rl_http_guard (PostgREST's db-pre-request) sets the same fields in
 -- response.headers, replacing those of an earlier decision and keeping
 -- the others; a refusal is PostgREST's error with the 429's headers, and
--- its details say when to retry, or that no refill is scheduled.
+-- its details say when to retry.  A request without a key or an address
+-- is PostgREST's error with a 400.  The guard takes a shmem zone only
+-- (its charge must outlive the request's rollback).
 -------------------------------------------------------------------------
-SELECT rl_zone_set('hd_guard', 'fixed_window', 1, '1 minute');
+SELECT rl_zone_set('hd_guard', 'fixed_window', 1, '1 minute', store => 'shmem');
 BEGIN;
 SELECT set_config('response.headers',
                   '[{"X-Request-Id": "abc"}, {"RateLimit-Limit": "9"}, {"RateLimit": "\"old\";r=9;t=9"}, {"Retry-After": "9"}]',
@@ -154,15 +156,18 @@ EXCEPTION WHEN SQLSTATE 'PGRST' THEN
     RETURN QUERY VALUES ('message', message::jsonb), ('detail', detail::jsonb);
 END $$;
 SELECT * FROM pg_temp.guard('hd_guard', 'g');
--- A cron zone without a job: no Retry-After, and the details say why.
-UPDATE ratelimit.zone SET refill_tick = NULL WHERE zone = 'hd_cron';
-SELECT * FROM pg_temp.guard('hd_cron', 'k');
+-- No key, no subject, no X-Forwarded-For: a 400, the reason in details.
+SELECT set_config('request.headers', '{"user-agent": "curl"}', false) IS NOT NULL AS no_address;
+SELECT * FROM pg_temp.guard('hd_guard', NULL);
 -- The same with ratelimit.guard_error = 'pt429' (older PostgREST): a bare
--- PT429 whose detail says when to retry, or that no refill is scheduled.
+-- PT429 whose detail says when to retry, and a bare PT400.
 SET ratelimit.guard_error = 'pt429';
 SELECT * FROM regress.error($$SELECT rl_http_guard('hd_guard', 'g')$$);
-SELECT * FROM regress.error($$SELECT rl_http_guard('hd_cron', 'k')$$);
+SELECT * FROM regress.error($$SELECT rl_http_guard('hd_guard')$$);
 RESET ratelimit.guard_error;
+RESET request.headers;
+-- A cron zone is a table zone: refused, with the fix in the hint.
+SELECT * FROM regress.error($$SELECT rl_http_guard('hd_cron', 'k')$$);
 
 -------------------------------------------------------------------------
 -- Clean up: the tests after this one list every zone.

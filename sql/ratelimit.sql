@@ -20,8 +20,8 @@
 --      rl_cron_disable, and the event trigger that removes the jobs at
 --      DROP EXTENSION.
 --   7. Garbage collection: rl_gc.
---   8. The HTTP guard: rl_client_address and rl_http_guard (PostgREST's
---      db-pre-request).
+--   8. The HTTP guard: rl_client_address, rl_http_guard (PostgREST's
+--      db-pre-request) and its decision, rl_http_guard_limit.
 --   9. Privileges: rl_grant and rl_revoke, and the sweep that leaves PUBLIC
 --      nothing but the two pure functions.
 --
@@ -664,7 +664,7 @@ COMMENT ON VIEW rl_zones IS 'Rate-limit zones';
 -- Counters in shared memory, per zone: no row that every call updates.
 CREATE FUNCTION ratelimit.shmem_counters(
     OUT zone_id int, OUT allowed bigint, OUT refused bigint, OUT evicted bigint, OUT full bigint,
-    OUT forgiven bigint, OUT keys bigint)
+    OUT forgiven bigint, OUT keys bigint, OUT unkeyed bigint)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'rl_shmem_counters'
 LANGUAGE C VOLATILE;
@@ -673,12 +673,13 @@ LANGUAGE C VOLATILE;
 -- ratelimit is in shared_preload_libraries).  evicted: keys the shmem store
 -- forgot to make room; forgiven: the tokens they were missing (at most that
 -- many calls more were let through); full: new keys it found no room for;
--- keys: the keys it holds now.  By zone name: the counts of a zone's
+-- keys: the keys it holds now; unkeyed: requests rl_http_guard refused for
+-- want of a client address to key them by.  By zone name: the counts of a zone's
 -- earlier ids (before a reset, or a drop and a new zone of the same name)
 -- add up under it.
 CREATE FUNCTION ratelimit.node_counters(
     OUT zone text, OUT allowed bigint, OUT refused bigint, OUT evicted bigint, OUT full bigint,
-    OUT forgiven bigint, OUT keys bigint)
+    OUT forgiven bigint, OUT keys bigint, OUT unkeyed bigint)
 RETURNS SETOF record
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -687,7 +688,7 @@ AS $fn$
                                                    WHEN -1 THEN '(rl_gcra)'
                                                    ELSE '(zone id ' || c.zone_id || ')' END),
            sum(c.allowed)::bigint, sum(c.refused)::bigint, sum(c.evicted)::bigint, sum(c.full)::bigint,
-           sum(c.forgiven)::bigint, sum(c.keys)::bigint
+           sum(c.forgiven)::bigint, sum(c.keys)::bigint, sum(c.unkeyed)::bigint
     FROM ratelimit.shmem_counters() c
     LEFT JOIN ratelimit.zone z ON z.zone_id OPERATOR(pg_catalog.=) c.zone_id
     LEFT JOIN ratelimit.retired_zone_id r ON r.zone_id OPERATOR(pg_catalog.=) c.zone_id
@@ -718,7 +719,7 @@ $fn$;
 -- added up.
 CREATE FUNCTION ratelimit.counters(
     OUT zone text, OUT allowed bigint, OUT refused bigint, OUT evicted bigint, OUT full bigint,
-    OUT forgiven bigint, OUT keys bigint)
+    OUT forgiven bigint, OUT keys bigint, OUT unkeyed bigint)
 RETURNS SETOF record
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -730,17 +731,17 @@ BEGIN
     END IF;
     RETURN QUERY
     SELECT c.zone, sum(c.allowed)::bigint, sum(c.refused)::bigint, sum(c.evicted)::bigint, sum(c."full")::bigint,
-           sum(c.forgiven)::bigint, sum(c.keys)::bigint
+           sum(c.forgiven)::bigint, sum(c.keys)::bigint, sum(c.unkeyed)::bigint
     FROM ratelimit.on_every_node('SELECT coalesce(json_agg(c), ''[]'') FROM ratelimit.node_counters() c') n,
          json_to_record(n) AS c(zone text, allowed bigint, refused bigint, evicted bigint, "full" bigint,
-                                forgiven bigint, keys bigint)
+                                forgiven bigint, keys bigint, unkeyed bigint)
     GROUP BY c.zone;
 END
 $fn$;
 
 CREATE VIEW rl_counters AS SELECT * FROM ratelimit.counters();
 COMMENT ON VIEW rl_counters IS
-    'Allowed and refused calls per zone since the server started, and the shmem store''s evictions, the tokens they forgave, its full refusals and the keys it holds';
+    'Allowed and refused calls per zone since the server started, the shmem store''s evictions, the tokens they forgave, its full refusals and the keys it holds, and the requests rl_http_guard found no client address for';
 
 -- The shmem store's keys of this database, as a call of cost 0 sees them.
 CREATE FUNCTION ratelimit.shmem_keys(
@@ -1184,15 +1185,34 @@ LANGUAGE C STABLE PARALLEL SAFE;
 COMMENT ON FUNCTION rl_client_address(text, text, int, text) IS
     'The client address the trusted proxies appended (counted from the right; NULL arguments: ratelimit.trusted_proxies and ratelimit.proxy_header), or NULL when there is none to trust';
 
+-- rl_http_guard's decision, in C: rl_limit(zone, key) on a zone whose
+-- charge survives the request's rollback (a shmem zone without history;
+-- 55000 otherwise), keyed by key, else by 'ip:' and the client's network
+-- from request_headers (IPv4: the address; IPv6: its /ipv6_prefix); a
+-- request with neither is refused with a 400 (PostgREST's PGRST, or PT400)
+-- and counted in rl_counters.unkeyed.  On Citus, decided on this node.
+-- In the 'limit' set: the guard runs as the request's role.
+CREATE FUNCTION rl_http_guard_limit(zone text, key text, request_headers jsonb,
+                                    trusted_proxies int, proxy_header text, ipv6_prefix int)
+RETURNS rl_result
+AS 'MODULE_PATHNAME', 'rl_http_guard_limit'
+LANGUAGE C;
+COMMENT ON FUNCTION rl_http_guard_limit(text, text, jsonb, int, text, int) IS
+    'rl_http_guard''s decision: rl_limit on a shmem zone without history, keyed by key or by the client network the trusted proxies appended to request_headers; refuses a request with neither (HTTP 400)';
+
 -- PostgREST's db-pre-request hook (and Supabase's): one call per request,
 -- keyed by the JWT subject (PostgREST verified its signature), else the
--- client address the trusted proxies appended, else 'ip:unknown'.  The
--- RateLimit headers go into response.headers; a refusal raises PostgREST's
--- PGRST error, which becomes a 429 carrying Retry-After and the RateLimit
--- headers (ratelimit.guard_error = 'pt429': a bare PT429 instead).
+-- client address the trusted proxies appended (an IPv6 client by its
+-- network), else refused (HTTP 400).  The RateLimit headers go into
+-- response.headers; a refusal raises PostgREST's PGRST error, which
+-- becomes a 429 carrying Retry-After and the RateLimit headers
+-- (ratelimit.guard_error = 'pt429': a bare PT429 instead).  The zone must
+-- be a shmem zone without history: the charge must survive the request's
+-- rollback, or a failed request would be free.
 CREATE FUNCTION rl_http_guard(zone text, key text DEFAULT NULL,
                               trusted_proxies int DEFAULT NULL,
-                              proxy_header text DEFAULT NULL)
+                              proxy_header text DEFAULT NULL,
+                              ipv6_prefix int DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -1206,15 +1226,10 @@ DECLARE
     response jsonb;
     message text;
     detail text;
-    hint text := 'Wait for the Retry-After header''s seconds before the next request.';
+    hint constant text := 'Wait for the Retry-After header''s seconds before the next request.';
 BEGIN
     IF zone IS NULL THEN
         RAISE EXCEPTION 'zone must not be null' USING ERRCODE = '22004';
-    END IF;
-    -- Bad proxy arguments fail every request, not only the anonymous ones
-    -- (the settings were checked when they were set).
-    IF trusted_proxies IS NOT NULL OR proxy_header IS NOT NULL THEN
-        PERFORM @extschema@.rl_client_address(NULL, NULL, trusted_proxies, proxy_header);
     END IF;
     IF k IS NULL THEN
         BEGIN
@@ -1230,32 +1245,21 @@ BEGIN
         BEGIN
             request_headers := nullif(current_setting('request.headers', true), '')::jsonb;
         EXCEPTION WHEN invalid_text_representation THEN
-            request_headers := NULL;
+            request_headers := NULL;    -- no address: refused
         END;
-        IF jsonb_typeof(request_headers) <> 'object' THEN
-            request_headers := NULL;
-        END IF;
-        k := 'ip:' || coalesce(host(@extschema@.rl_client_address(
-                                   request_headers ->> 'x-forwarded-for',
-                                   request_headers ->> 'forwarded',
-                                   trusted_proxies, proxy_header)),
-                               'unknown');
     END IF;
     -- A subject can be longer than a key may be.
     IF octet_length(k) > 1024 THEN
         k := 'md5:' || md5(k);
     END IF;
 
-    result := @extschema@.rl_limit(zone, k);
+    result := @extschema@.rl_http_guard_limit(zone, k, request_headers, trusted_proxies, proxy_header,
+                                              ipv6_prefix);
     headers := @extschema@.rl_headers(result);
 
     IF NOT result.allowed THEN
         message := format('rate limit of zone "%s" exceeded', zone);
-        detail := CASE WHEN result.retry_after IS NULL THEN 'No refill is scheduled.'
-                       ELSE format('Retry after %s s.', ceil(extract(epoch FROM result.retry_after))::bigint) END;
-        IF result.retry_after IS NULL THEN
-            hint := 'No time to retry can be given: the limit refills only when its refill job runs.';
-        END IF;
+        detail := format('Retry after %s s.', ceil(extract(epoch FROM result.retry_after))::bigint);
         IF current_setting('ratelimit.guard_error') = 'pt429' THEN
             RAISE EXCEPTION USING ERRCODE = 'PT429', MESSAGE = message, DETAIL = detail, HINT = hint;
         END IF;
@@ -1290,8 +1294,8 @@ BEGIN
     PERFORM set_config('response.headers', response::text, true);
 END
 $fn$;
-COMMENT ON FUNCTION rl_http_guard(text, text, int, text) IS
-    'For PostgREST''s db-pre-request: rate-limits the request by JWT subject or by the client address the trusted proxies appended, sets the RateLimit headers, and refuses with HTTP 429 and Retry-After';
+COMMENT ON FUNCTION rl_http_guard(text, text, int, text, int) IS
+    'For PostgREST''s db-pre-request: rate-limits the request by JWT subject or by the client address (IPv6: network) the trusted proxies appended, on a shmem zone, sets the RateLimit headers, and refuses with HTTP 429 and Retry-After (HTTP 400 without a subject or an address)';
 
 
 -- ===========================================================================
@@ -1348,8 +1352,9 @@ BEGIN
         END IF;
         PERFORM create_distributed_table('ratelimit.history', 'key', colocate_with => 'ratelimit.state');
     END IF;
-    -- Not rl_http_guard: it reads the request's headers, which are this
-    -- session's settings.
+    -- Not rl_http_guard (nor its rl_http_guard_limit): it reads the
+    -- request's headers, which are this session's settings, and runs in
+    -- PostgREST's transaction; its shmem zone is decided where it runs.
     FOR fn IN SELECT * FROM (VALUES
             ('rl_limit(text, text, integer)', '$2'),
             ('rl_limit(text[], text, integer)', '$2'),
@@ -1392,7 +1397,7 @@ BEGIN
     CASE privileges
     WHEN 'limit' THEN
         RETURN ARRAY['rl_limit', 'rl_token_bucket', 'rl_sliding_window', 'rl_gcra', 'rl_peek',
-                     'rl_http_guard', 'rl_limit_trigger', 'rl_acquire', 'rl_release'];
+                     'rl_http_guard', 'rl_http_guard_limit', 'rl_limit_trigger', 'rl_acquire', 'rl_release'];
     WHEN 'wait' THEN
         -- Not with 'limit': a call that sleeps holds its connection, and
         -- behind PostgREST a stranger calling it could hold them all.
@@ -1474,8 +1479,8 @@ $fn$;
 
 -- rl_grant(role, 'limit'): the role may make rate-limit decisions
 -- (rl_limit, rl_token_bucket, rl_sliding_window, rl_gcra, rl_peek,
--- rl_acquire, rl_release, rl_http_guard, and create rl_limit_trigger
--- triggers), and use the extension's schema.  rl_grant(role, 'wait'):
+-- rl_acquire, rl_release, rl_http_guard and its rl_http_guard_limit, and
+-- create rl_limit_trigger triggers), and use the extension's schema.  rl_grant(role, 'wait'):
 -- rl_wait (a separate set: a call that sleeps holds its connection).
 -- rl_grant(role, 'refund'): it may give back what it was charged
 -- (rl_refund; a separate set, since a role that may refund is not

@@ -11,6 +11,7 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 
+#include "api/result.h"
 #include "base/args.h"
 #include "base/clock.h"
 #include "decision/decide.h"
@@ -41,86 +42,6 @@ PrepareZoneCall(FunctionCallInfo fcinfo, RlCall *call, bool has_cost)
 	RlPrepareZoneCall(call, PG_GETARG_TEXT_PP(0), key, cost, has_cost);
 }
 
-/* An interval of micros in *interval, which must outlive the Datum's use. */
-static Datum
-IntervalDatum(int64 micros, Interval *interval)
-{
-	interval->time = micros;
-	interval->day = 0;
-	interval->month = 0;
-	return IntervalPGetDatum(interval);
-}
-
-/* rl_result's descriptor, looked up once per call site. */
-static TupleDesc
-ResultDesc(FunctionCallInfo fcinfo)
-{
-	TupleDesc	desc = (TupleDesc) fcinfo->flinfo->fn_extra;
-
-	if (desc == NULL)
-	{
-		MemoryContext old = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);
-
-		if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
-			elog(ERROR, "rl_result is not a composite type");
-		desc = BlessTupleDesc(CreateTupleDescCopy(desc));
-		MemoryContextSwitchTo(old);
-		fcinfo->flinfo->fn_extra = desc;
-	}
-	return desc;
-}
-
-#define RESULT_COLUMNS 10
-
-/*
- * An interval shown as a count of microseconds where the core says none can
- * be promised (-1: a cron zone that no job refills).
- */
-static void
-SetInterval(Datum *value, bool *isnull, int64 micros, Interval *interval)
-{
-	*isnull = micros < 0;
-	*value = IntervalDatum(micros, interval);
-}
-
-static Datum
-ResultDatum(FunctionCallInfo fcinfo, const RlCall *call)
-{
-	TupleDesc	desc = ResultDesc(fcinfo);
-	const RlDecision *decision = &call->decision;
-	Datum		values[RESULT_COLUMNS];
-	bool		nulls[RESULT_COLUMNS] = {0};
-	Interval	retry_after;	/* heap_form_tuple copies them: no palloc */
-	Interval	reset_after;
-	Interval	period;
-
-	if (desc->natts != RESULT_COLUMNS)
-		elog(ERROR, "rl_result has %d attributes, expected %d", desc->natts, RESULT_COLUMNS);
-	values[0] = BoolGetDatum(decision->allowed);
-	values[1] = Int64GetDatum(decision->capacity);
-	values[2] = Int64GetDatum(decision->remaining);
-	SetInterval(&values[3], &nulls[3], decision->retry_after_us, &retry_after);
-	nulls[3] = nulls[3] || call->would_allow;
-	SetInterval(&values[4], &nulls[4], decision->reset_after_us, &reset_after);
-	values[5] = Int64GetDatum(call->txn_id);
-	nulls[5] = !call->recorded;
-	values[6] = BoolGetDatum(call->would_allow);
-	values[7] = PointerGetDatum(call->zone_name);
-	nulls[7] = call->zone_name == NULL;
-	if (call->zone_name != NULL)
-	{
-		values[8] = PointerGetDatum(call->zone.rate.bytes);
-		values[9] = IntervalPGetDatum(&call->zone.period);
-	}
-	else
-	{
-		/* rl_gcra: its count per its period */
-		values[8] = DirectFunctionCall1(int8_numeric, Int64GetDatum(call->request.limit.zone.rate));
-		values[9] = IntervalDatum(call->request.limit.zone.period_us, &period);
-	}
-	return HeapTupleGetDatum(heap_form_tuple(desc, values, nulls));
-}
-
 Datum
 rl_limit(PG_FUNCTION_ARGS)
 {
@@ -128,7 +49,7 @@ rl_limit(PG_FUNCTION_ARGS)
 
 	PrepareZoneCall(fcinfo, &call, true);
 	RlTake(&call, "rl_limit()");
-	return ResultDatum(fcinfo, &call);
+	return RlResultDatum(fcinfo, &call);
 }
 
 /*
@@ -156,7 +77,7 @@ rl_wait(PG_FUNCTION_ARGS)
 	}
 	PrepareZoneCall(fcinfo, &call, true);
 	RlWait(&call, timeout_us, "rl_wait()");
-	return ResultDatum(fcinfo, &call);
+	return RlResultDatum(fcinfo, &call);
 }
 
 /* Enough for any policy people write; each zone's key is held at once. */
@@ -210,7 +131,7 @@ rl_limit_zones(PG_FUNCTION_ARGS)
 						 errhint("Each zone takes the call's cost once.")));
 	}
 	chosen = RlTakeTogether(calls, nzones, "rl_limit()");
-	return ResultDatum(fcinfo, &calls[chosen]);
+	return RlResultDatum(fcinfo, &calls[chosen]);
 }
 
 /* rl_refund(zone, key, cost): gives cost back to the key. */
@@ -223,7 +144,7 @@ rl_refund(PG_FUNCTION_ARGS)
 	RlRequireNotNull(fcinfo, 2, "cost");
 	call.cost = PG_GETARG_INT32(2);
 	RlRefund(&call, "rl_refund()");
-	return ResultDatum(fcinfo, &call);
+	return RlResultDatum(fcinfo, &call);
 }
 
 Datum
@@ -239,7 +160,7 @@ rl_sliding_window(PG_FUNCTION_ARGS)
 						RlMessageText(call.what), RlAlgorithmName(call.request.limit.zone.algorithm)),
 				 errhint("Use rl_limit() for zones of any algorithm.")));
 	RlTake(&call, "rl_sliding_window()");
-	return ResultDatum(fcinfo, &call);
+	return RlResultDatum(fcinfo, &call);
 }
 
 Datum
@@ -249,7 +170,7 @@ rl_peek(PG_FUNCTION_ARGS)
 
 	PrepareZoneCall(fcinfo, &call, true);
 	RlPeek(&call);
-	return ResultDatum(fcinfo, &call);
+	return RlResultDatum(fcinfo, &call);
 }
 
 Datum
@@ -327,5 +248,5 @@ rl_gcra(PG_FUNCTION_ARGS)
 	ReportGcraError(rl_gcra_limit(max_burst, count, period, quantity, &call.request.limit.zone),
 					max_burst, count, period, quantity);
 	RlTake(&call, "rl_gcra()");
-	return ResultDatum(fcinfo, &call);
+	return RlResultDatum(fcinfo, &call);
 }

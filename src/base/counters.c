@@ -1,9 +1,11 @@
 /*
  * counters.c -- per-zone counts of allowed, refused, evicted and
- * refused-for-space calls, the tokens evictions forgave and the keys the
- * shmem store holds, in shared memory (atomics, no lock), for rl_counters
- * and for the shmem store's fair shares.  Every store counts here; nothing is counted without
- * ratelimit in shared_preload_libraries.
+ * refused-for-space calls, the tokens evictions forgave, the keys the
+ * shmem store holds and the requests rl_http_guard found no key for, in
+ * shared memory (atomics, no lock), for rl_counters and for the shmem
+ * store's fair shares.  Every store counts here; nothing is counted
+ * without ratelimit in shared_preload_libraries.  A zone's counters fill
+ * one cache line: the tag and seven counts.
  */
 #include "postgres.h"
 
@@ -28,6 +30,8 @@ typedef struct ZoneCounters
 	pg_atomic_uint64 tag;
 	pg_atomic_uint64 counts[RL_ZONE_COUNTS];
 } pg_attribute_aligned(RL_CACHE_LINE) ZoneCounters;
+
+StaticAssertDecl(sizeof(ZoneCounters) == RL_CACHE_LINE, "a zone's counters fill one cache line");
 
 typedef struct CountersShmem
 {

@@ -15,6 +15,7 @@ typedef enum RlZoneCount
 	RL_COUNT_FULL,				/* a new shmem key found no room */
 	RL_COUNT_FORGIVEN,			/* the tokens evicted keys were missing (their debt) */
 	RL_COUNT_KEYS,				/* keys the shmem store holds now: a gauge, not a count */
+	RL_COUNT_UNKEYED,			/* rl_http_guard found no client address to key a request by */
 	RL_ZONE_COUNTS
 } RlZoneCount;
 

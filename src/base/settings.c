@@ -17,6 +17,7 @@ int			rl_default_store = RL_DEFAULT_STORE_TABLE;
 int			rl_shmem_full_policy = RL_SHMEM_FULL_ALLOW;
 int			rl_trusted_proxies = 1;
 int			rl_proxy_header = RL_PROXY_HEADER_X_FORWARDED_FOR;
+int			rl_ipv6_prefix = RL_DEFAULT_IPV6_PREFIX;
 int			rl_guard_error = RL_GUARD_ERROR_PGRST;
 
 static char *now_override_text = NULL;
@@ -126,6 +127,22 @@ RlDefineSettings(void)
 							 PGC_SUSET,
 							 0,
 							 NULL, NULL, NULL);
+
+	/*
+	 * A shorter prefix than a client holds lets it spread its requests over
+	 * several keys; a longer one puts several clients in one key.  Who may
+	 * set it chooses how many keys a client gets: superuser-only.
+	 */
+	DefineCustomIntVariable("ratelimit.ipv6_prefix",
+							"The IPv6 prefix length that keys one client in rl_http_guard().",
+							"An IPv6 client is keyed by its network of this many bits (a home "
+							"line or a cloud VM holds a whole /56 or /64); an IPv4 client by its "
+							"address.",
+							&rl_ipv6_prefix,
+							RL_DEFAULT_IPV6_PREFIX, RL_IPV6_PREFIX_MIN, RL_IPV6_PREFIX_MAX,
+							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
 
 	DefineCustomEnumVariable("ratelimit.guard_error",
 							 "How rl_http_guard() refuses a request.",

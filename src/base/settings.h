@@ -43,7 +43,15 @@ extern int	rl_default_store;
 extern int	rl_shmem_full_policy;
 extern int	rl_trusted_proxies;
 extern int	rl_proxy_header;	/* an RlProxyHeader */
+extern int	rl_ipv6_prefix;
 extern int	rl_guard_error;
+
+/*
+ * ratelimit.ipv6_prefix's default: express-rate-limit's, and the smallest
+ * network RIPE-690 recommends giving a residential customer (a /64 is a
+ * single LAN; many ISPs delegate a /56, some a /48).
+ */
+#define RL_DEFAULT_IPV6_PREFIX 56
 
 /* ratelimit.proxy_header's values, also accepted as an argument. */
 extern const struct config_enum_entry rl_proxy_header_options[];

@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
+#include <cstdio>
 #include <cstring>
 #include <string_view>
 
@@ -277,4 +278,31 @@ RlClientAddressStatus rl_forwarded_client(const char *header, size_t length,
 			return RL_CLIENT_ADDRESS_TOO_FEW_HOPS;
 		end = start - 1;			/* before the ',' */
 	}
+}
+
+bool rl_client_network(const char *address, int ipv6_prefix, char *out) noexcept
+{
+	struct in_addr v4;
+	struct in6_addr v6;
+	char text[RL_CLIENT_ADDRESS_MAX];
+
+	out[0] = '\0';
+	if (address == nullptr || ipv6_prefix < RL_IPV6_PREFIX_MIN || ipv6_prefix > RL_IPV6_PREFIX_MAX)
+		return false;
+	if (inet_pton(AF_INET, address, &v4) == 1)
+		return inet_ntop(AF_INET, &v4, out, RL_CLIENT_NETWORK_MAX) != nullptr;
+	if (inet_pton(AF_INET6, address, &v6) != 1)
+		return false;
+	if (IN6_IS_ADDR_V4MAPPED(&v6))
+	{
+		std::memcpy(&v4, &v6.s6_addr[12], sizeof(v4));
+		return inet_ntop(AF_INET, &v4, out, RL_CLIENT_NETWORK_MAX) != nullptr;
+	}
+	// The host part goes: every address of the network gives one key.
+	for (int bit = ipv6_prefix; bit < 128; bit++)
+		v6.s6_addr[bit / 8] &= static_cast<unsigned char>(~(0x80u >> (bit % 8)));
+	if (inet_ntop(AF_INET6, &v6, text, sizeof(text)) == nullptr)
+		return false;
+	std::snprintf(out, RL_CLIENT_NETWORK_MAX, "%s/%d", text, ipv6_prefix);
+	return true;
 }

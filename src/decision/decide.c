@@ -86,7 +86,8 @@ RlPrepareAdHocCall(RlCall *call, const char *function, text *key, int32 zone_id,
 void
 RlLocate(RlCall *call)
 {
-	const RlStore *store = RlStoreForKey(call->store, call->request.key.key);
+	const RlStore *store = call->shmem_here && call->store == RL_STORE_SHMEM
+		? RlStoreOf(call->store) : RlStoreForKey(call->store, call->request.key.key);
 
 	if (store->locate != NULL)
 		store->locate(&call->request);

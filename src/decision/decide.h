@@ -23,6 +23,8 @@ typedef struct RlCall
 	bool		history;		/* record the call in ratelimit.history */
 	bool		shadow;			/* decide and count, refuse nothing */
 	const RlStore *located_in;	/* the store told the key (RlLocate); NULL: not yet */
+	bool		shmem_here;		/* a shmem key is decided on this node wherever Citus
+								 * places it (rl_http_guard: it cannot be delegated) */
 	RlDecideFn	algorithm;		/* the call's decide callback (set by RlTake and kin) */
 	bool		holding;		/* RlHoldKey runs the algorithm: encode the state */
 	bool		decided;		/* RlTakeTogether: this zone's decide has run */

@@ -41,6 +41,12 @@
 #       and colocated with the state: 2 rows of 3 per key, the third RL429
 #   (j) rl_wait and leases (rl_acquire, rl_release, rl_leases) through the
 #       coordinator on a table zone: delegated, decided on the key's worker
+#   (k) rl_http_guard as PostgREST runs it on the coordinator (inside the
+#       request's transaction: never delegated): its shmem zone decided in
+#       the coordinator's shared memory, whichever worker holds the key's
+#       shard (2 of 3 requests of one client on a zone of 2, all 3 counted
+#       there); requests rolled back after the guard still counted; a table
+#       zone refused with 55000; straight on a worker, counted apart
 #   (g) no server process of any node was terminated by a signal.
 set -uo pipefail
 source "$(dirname "$0")/../../scripts/lib.sh"
@@ -426,6 +432,41 @@ check "(j) leases through the coordinator on worker 2's key: 2 of 2 slots, refus
 	"t f t t 2" "$(tr '\n' ' ' <<<"$out" | sed 's/ $//')"
 check "(j) ... acquires decided on worker 2" "0 0 4" "$(decided "$ZL")"
 check "(j) ... the leases are in the key's shard on worker 2" 1 "$(state_rows "$W2_PORT" zl "$K2")"
+
+###########################################################################
+# (k) rl_http_guard, as PostgREST runs it: BEGIN, the request's headers as
+# transaction-local settings, the guard (db-pre-request), then COMMIT, or
+# ROLLBACK when the request fails.  The guard reads this session's settings
+# and runs inside the request's transaction: Citus cannot delegate it, so
+# its shmem zone is decided where PostgREST connects (here the
+# coordinator), whichever worker holds the key's shard.
+# guard_request PORT ZONE ADDRESS END: one request from ADDRESS behind one
+# proxy, ended by END (COMMIT or ROLLBACK); prints ok or the SQLSTATE.
+guard_request() {
+	PGPORT=$1 "$RL_PG_BIN/psql" -X -q -tA -d postgres 2>&1 <<SQL | grep -m1 -oE '^(ok|ERROR:  [0-9A-Z]{5})' | sed 's/^ERROR:  //'
+\\set VERBOSITY verbose
+BEGIN;
+SELECT set_config('request.headers', '{"x-forwarded-for": "10.9.9.9, $3"}', true) IS NULL AS unset;
+SELECT rl_http_guard('$2');
+SELECT 'ok';
+$4;
+SQL
+}
+C "SELECT rl_zone_set('zg', 'token_bucket', 2, '1 hour', store => 'shmem')" \
+	"SELECT rl_zone_set('zg2', 'token_bucket', 2, '1 hour', store => 'shmem')" \
+	"SELECT rl_zone_set('zgt', 'token_bucket', 2, '1 hour')" >/dev/null
+GA=$(C "SELECT '198.51.100.' || n FROM generate_series(1, 250) n WHERE node_of('ip:198.51.100.' || n) = $W1_PORT LIMIT 1")
+echo "# (k) client $GA: key ip:$GA on worker 1"
+check "(k) 3 guard requests of one client through the coordinator (zone of 2): ok ok PGRST" "ok ok PGRST" \
+	"$(for _ in 1 2 3; do guard_request "$C_PORT" zg "$GA" COMMIT; done | tr '\n' ' ' | sed 's/ $//')"
+check "(k) ... all 3 decided on the coordinator (decided: coordinator, w1, w2)" "3 0 0" "$(decided "$(zone_id zg)")"
+check "(k) 2 requests rolled back after the guard, then a third (zone of 2): ok ok PGRST (a failed request is counted)" \
+	"ok ok PGRST" \
+	"$(for end in ROLLBACK ROLLBACK COMMIT; do guard_request "$C_PORT" zg2 "$GA" "$end"; done | tr '\n' ' ' | sed 's/ $//')"
+check "(k) a table zone is refused by the guard: 55000" 55000 "$(guard_request "$C_PORT" zgt "$GA" COMMIT)"
+check "(k) straight on worker 1, the same client's request is counted apart (shared memory is per node)" ok \
+	"$(guard_request "$W1_PORT" zg "$GA" COMMIT)"
+check "(k) ... decided there (decided: coordinator, w1, w2)" "3 1 0" "$(decided "$(zone_id zg)")"
 
 ###########################################################################
 for name in citusc citusw1 citusw2; do

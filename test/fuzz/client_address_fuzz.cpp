@@ -12,7 +12,12 @@
 //     appended address (the outermost proxy's), normalised;
 //   * a successful result is a fixed point: parsed again it is itself;
 //   * the arbitrary bytes alone, read with any N, never crash, and either
-//     fail or yield an address that is a fixed point.
+//     fail or yield an address that is a fixed point;
+//   * the network that keys a result (rl_client_network, any prefix in
+//     range) exists, is the address itself for IPv4, and for IPv6 is a
+//     fixed point that every address of it maps to (the address with its
+//     host bits changed gives the same network); the arbitrary bytes as an
+//     address never crash it.
 #include "core/client_address.h"
 
 #include <fuzzer/FuzzedDataProvider.h>
@@ -98,6 +103,42 @@ void ProxyEntry(FuzzedDataProvider &in, RlProxyHeader kind, std::string *entry, 
 		*entry = node;
 }
 
+// The network of an address that rl_forwarded_client gave: checks it.
+void CheckNetwork(const std::string &address, int prefix, const std::string &header, int trusted,
+				  RlProxyHeader kind)
+{
+	char network[RL_CLIENT_NETWORK_MAX];
+	char again[RL_CLIENT_NETWORK_MAX];
+
+	if (!rl_client_network(address.c_str(), prefix, network))
+		Fail("an address has no network", header, trusted, kind);
+	std::string text(network);
+	size_t slash = text.find('/');
+	if (address.find(':') == std::string::npos)
+	{
+		if (text != address)
+			Fail("an IPv4 address is not its own key", header, trusted, kind);
+		return;
+	}
+	if (slash == std::string::npos || text.substr(slash + 1) != std::to_string(prefix))
+		Fail("an IPv6 network does not say its prefix", header, trusted, kind);
+	std::string base = text.substr(0, slash);
+	if (!rl_client_network(base.c_str(), prefix, again) || text != again)
+		Fail("an IPv6 network is not a fixed point", header, trusted, kind);
+	// The last address of the network: the same key.
+	struct in6_addr last;
+	char last_text[INET6_ADDRSTRLEN];
+	if (inet_pton(AF_INET6, base.c_str(), &last) != 1)
+		Fail("an IPv6 network's address does not parse", header, trusted, kind);
+	for (int bit = prefix; bit < 128; bit++)
+		last.s6_addr[bit / 8] |= static_cast<unsigned char>(0x80u >> (bit % 8));
+	inet_ntop(AF_INET6, &last, last_text, sizeof last_text);
+	if (IN6_IS_ADDR_V4MAPPED(&last))
+		return;		/* ::ffff:0:0/96 and longer: keyed as IPv4 */
+	if (!rl_client_network(last_text, prefix, again) || text != again)
+		Fail("two addresses of one network have different keys", header, trusted, kind);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -115,6 +156,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			first_normal = normal;
 		appended += (i ? (in.ConsumeBool() ? "," : " , ") : "") + entry;
 	}
+	int prefix = in.ConsumeIntegralInRange<int>(RL_IPV6_PREFIX_MIN, RL_IPV6_PREFIX_MAX);
 	std::string client = in.ConsumeRemainingBytesAsString();
 
 	Parsed alone = Parse(appended, kind, trusted);
@@ -124,6 +166,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	Parsed spoofed = Parse(header, kind, trusted);
 	if (spoofed.status != alone.status || spoofed.address != alone.address)
 		Fail("what the client sent changed the result", header, trusted, kind);
+	CheckNetwork(alone.address, prefix, appended, trusted, kind);
+	{
+		char network[RL_CLIENT_NETWORK_MAX];
+		rl_client_network(client.c_str(), prefix, network);	/* up to a NUL: never crashes */
+	}
 
 	for (int n = 0; n <= 9; n++)
 	{
@@ -133,6 +180,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			Parsed again = Parse(any.address, RL_PROXY_HEADER_X_FORWARDED_FOR, 1);
 			if (again.status != RL_CLIENT_ADDRESS_OK || again.address != any.address)
 				Fail("a result is not a fixed point", client, n, kind);
+			CheckNetwork(any.address, prefix, client, n, kind);
 		}
 		else if (!any.address.empty())
 			Fail("a failure wrote an address", client, n, kind);

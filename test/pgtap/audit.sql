@@ -246,10 +246,12 @@ SELECT set_has($$SELECT signature, expected FROM audit_calls$$,
                $$VALUES ('rl_limit(text, text, integer)', '42501'), ('rl_limit(text[], text, integer)', '42501'),
                         ('rl_refund(text, text, integer)', '42501'), ('rl_grant(regrole, text)', '42501'),
                         ('rl_zone_set(text, text, numeric, interval, bigint, text, boolean, text, boolean, boolean)', '42501'),
-                        ('rl_http_guard(text, text, integer, text)', '42501'), ('rl_gc(text, interval)', '42501'),
+                        ('rl_http_guard(text, text, integer, text, integer)', '42501'),
+                        ('rl_http_guard_limit(text, text, jsonb, integer, text, integer)', '42501'),
+                        ('rl_gc(text, interval)', '42501'),
                         ('rl_headers(rl_result, boolean)', 'ok'), ('rl_client_address(text, text, integer, text)', 'ok'),
                         ('rl_limit_trigger()', 'no EXECUTE')$$,
-               'among them the decision (both rl_limit), refund, grant, management and gc functions, the allow-list and the trigger function');
+               'among them the decision (both rl_limit, the guard and its decision), refund, grant, management and gc functions, the allow-list and the trigger function');
 SELECT is_empty($$SELECT signature, kind, expected, got FROM audit_calls WHERE got IS DISTINCT FROM expected$$,
                 'a role granted nothing gets 42501 from every function of the extension''s schema but the allow-list, and calls those');
 

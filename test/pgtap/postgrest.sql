@@ -13,6 +13,13 @@
 -- could execute them) is refused, so no stranger can drain another
 -- caller's key.
 --
+-- What a security review tried against the recipe (issue 30), replayed:
+-- a client rotating its IPv6 address inside its /64 has one key (its
+-- /56); failing login RPCs behind the wrapper, each rolled back by
+-- PostgREST, are still counted; the recipe on a table zone fails loudly
+-- (55000); a request without a usable address is refused with a 400 and
+-- shares no bucket.
+--
 -- And everything works from a non-default schema: every SQL-callable part
 -- of the extension is used here schema-qualified while the session's
 -- search_path does not contain the schema (pgTAP lives in public).
@@ -25,7 +32,7 @@ BEGIN;
 SET LOCAL timezone = 'UTC';
 SET LOCAL client_min_messages = warning;
 
-SELECT plan(57);
+SELECT plan(63);
 
 SELECT is((SELECT n.nspname::text FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
            WHERE e.extname = 'ratelimit'),
@@ -133,6 +140,56 @@ SELECT is((SELECT r.state FROM pg_temp.request('rl_pgrst_anon', NULL, '{"x-forwa
                      END IF;
                  END $d$$c$) r),
           'RLHDR', 'an allowed request leaves the RateLimit headers in response.headers');
+
+-------------------------------------------------------------------------
+-- 1b. What the security review tried against the recipe.
+-------------------------------------------------------------------------
+-- A client rotating its IPv6 address inside its /64 behind the proxy: one
+-- client, one key (its /56).  Before 0.5.0 every address was a key: 5 of 5.
+SELECT * INTO TEMP v6_requests FROM (
+    SELECT n, r.* FROM generate_series(1, 5) n,
+    LATERAL pg_temp.request('rl_pgrst_anon', NULL,
+        format('{"x-forwarded-for":"2001:db8:77:1:%s::1"}', n)) r) s;
+SELECT results_eq('SELECT state FROM v6_requests ORDER BY n', ARRAY['ok', 'ok', 'PGRST', 'PGRST', 'PGRST'],
+                  'anon rotating its IPv6 address inside one /64: 2 of 5 pass on a zone of 2');
+SELECT is(pg_temp.left_in('api', 'ip:2001:db8:77::/56'), 0::bigint, 'all counted under its /56');
+
+-- A request that fails after the guard (the RPC raises: a wrong password)
+-- is rolled back by PostgREST, and still counted: before 0.5.0 a table
+-- zone gave the token back (10 of 10 failing logins reached the RPC).
+CREATE SCHEMA rl_pgrst_api;
+CREATE FUNCTION rl_pgrst_api.login(password text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    IF password <> 'secret' THEN
+        RAISE EXCEPTION 'wrong password' USING ERRCODE = 'invalid_password';
+    END IF;
+    RETURN 'token';
+END $$;
+GRANT USAGE ON SCHEMA rl_pgrst_api TO rl_pgrst_anon;
+SELECT * INTO TEMP login_requests FROM (
+    SELECT n, r.* FROM generate_series(1, 4) n,
+    LATERAL pg_temp.request('rl_pgrst_anon', NULL, '{"x-forwarded-for":"198.51.100.40"}',
+        format($c$SELECT rl_pgrst_private.check_request(); SELECT rl_pgrst_api.login('guess %s')$c$, n)) r) s;
+SELECT results_eq('SELECT state FROM login_requests ORDER BY n', ARRAY['28P01', '28P01', 'PGRST', 'PGRST'],
+                  'failing logins, each rolled back: 2 reach the RPC, the others are refused (429)');
+-- And the recipe with a table zone fails loudly, at once, for everyone.
+SELECT extensions.rl_zone_set('api', store => 'table', reset => true);
+SELECT is((pg_temp.request('rl_pgrst_user', '{"sub":"user-9"}', NULL)).message,
+          'rl_http_guard() needs a shmem zone: zone "api" keeps its state in a table',
+          'the wrapper on a table zone: refused with 55000, naming the fix''s store');
+SELECT extensions.rl_zone_set('api', store => 'shmem', reset => true);
+
+-- No usable address (a request that bypassed the proxy, or garbage):
+-- refused with a 400, never a bucket shared with other such clients.
+SELECT is(ARRAY(SELECT r.state || ' ' || (r.detail::jsonb ->> 'status')
+                FROM unnest(ARRAY['{"user-agent":"curl"}', '{"x-forwarded-for":"fe80::1%eth0"}', 'null'])
+                         WITH ORDINALITY h(h, n),
+                     LATERAL pg_temp.request('rl_pgrst_anon', NULL, h) r
+                ORDER BY n),
+          ARRAY['PGRST 400', 'PGRST 400', 'PGRST 400'],
+          'anon without a usable address: PGRST, status 400, every time');
+SELECT is((SELECT unkeyed FROM extensions.rl_counters WHERE zone = 'api'), 3::bigint,
+          '... counted in rl_counters.unkeyed');
 
 -------------------------------------------------------------------------
 -- 2. Calling the extension directly, as PostgREST would for /rpc/...:

@@ -19,7 +19,7 @@ SET LOCAL client_min_messages = warning;
 SELECT NOT EXISTS (SELECT 1 FROM pg_catalog.pg_settings
                    WHERE name = 'ratelimit.now_override') AS rl_unloaded \gset
 
-SELECT plan(156);
+SELECT plan(159);
 
 CREATE ROLE rl_pgtap_user NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE;
 CREATE ROLE rl_pgtap_priv_grantee NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE;
@@ -294,7 +294,8 @@ SELECT is_empty($$SELECT 1 FROM ratelimit.state WHERE key IN ('priv-bad', 'priv-
 SELECT rl_zone_set('priv_conc', 'concurrency', 10, '1 minute'),
        rl_zone_set('priv_tb', 'token_bucket', 10, '1 minute'),
        rl_zone_set('priv_tb2', 'gcra', 10, '1 minute'),
-       rl_zone_set('priv_sw', 'sliding_window', 10, '1 minute') \gset
+       rl_zone_set('priv_sw', 'sliding_window', 10, '1 minute'),
+       rl_zone_set('priv_shm', 'token_bucket', 10, '1 minute', store => 'shmem') \gset
 -- One call of each decision function (fn: its name, as the error names
 -- it; called: which overload).
 CREATE FUNCTION pg_temp.priv_decisions() RETURNS TABLE (fn text, called text, statement text)
@@ -305,7 +306,9 @@ LANGUAGE sql AS $$
            ('rl_sliding_window', 'rl_sliding_window', $s$SELECT rl_sliding_window('priv_sw', 'priv-g', 1)$s$),
            ('rl_gcra', 'rl_gcra', $s$SELECT rl_gcra('priv-g', 9, 10, 60)$s$),
            ('rl_peek', 'rl_peek', $s$SELECT rl_peek('priv_tb', 'priv-g')$s$),
-           ('rl_http_guard', 'rl_http_guard', $s$SELECT rl_http_guard('priv_tb', 'priv-g')$s$),
+           ('rl_http_guard', 'rl_http_guard', $s$SELECT rl_http_guard('priv_shm', 'priv-g')$s$),
+           ('rl_http_guard_limit', 'rl_http_guard_limit',
+            $s$SELECT rl_http_guard_limit('priv_shm', 'priv-g', NULL, NULL, NULL, NULL)$s$),
            ('rl_acquire', 'rl_acquire', $s$SELECT rl_acquire('priv_conc', 'priv-g')$s$),
            ('rl_release', 'rl_release', $s$SELECT rl_release('999999:0123456789abcdef:priv-g')$s$)
 $$;
@@ -331,7 +334,8 @@ SELECT is(pg_temp.priv_executable('rl_pgtap_priv_grantee'),
                 'rl_client_address(text,text,integer,text)',
                 'rl_gcra(text,integer,integer,double precision,integer)',
                 'rl_headers(rl_result,boolean)',
-                'rl_http_guard(text,text,integer,text)',
+                'rl_http_guard(text,text,integer,text,integer)',
+                'rl_http_guard_limit(text,text,jsonb,integer,text,integer)',
                 'rl_limit(text,text,integer)',
                 'rl_limit(text[],text,integer)',
                 'rl_limit_trigger()',
@@ -339,7 +343,7 @@ SELECT is(pg_temp.priv_executable('rl_pgtap_priv_grantee'),
                 'rl_release(text)',
                 'rl_sliding_window(text,text,integer)',
                 'rl_token_bucket(text,double precision,double precision,integer)'],
-          '''limit'' is every decision function (both rl_limit, rl_acquire and rl_release) and the trigger function, and nothing else (no rl_refund, no rl_wait)');
+          '''limit'' is every decision function (both rl_limit, rl_acquire and rl_release, the guard and its decision) and the trigger function, and nothing else (no rl_refund, no rl_wait)');
 SELECT is(pg_temp.priv_readable('rl_pgtap_priv_grantee'), '{}'::text[],
           '''limit'' opens no view');
 SET ROLE rl_pgtap_priv_grantee;

@@ -25,7 +25,7 @@ SET LOCAL timezone = 'UTC';
 SET LOCAL datestyle = 'ISO, YMD';
 SET LOCAL client_min_messages = warning;
 
-SELECT plan(303);
+SELECT plan(305);
 
 LOAD 'ratelimit';
 SET LOCAL ratelimit.now_override = '2026-01-01 00:00:00+00';
@@ -296,16 +296,19 @@ SELECT is_empty(
     'PUBLIC holds no privilege on schema ratelimit');
 -- guard_error only chooses how rl_http_guard words its refusal; how many
 -- proxies to trust (and in which header) decides whose key a request
--- takes, so those two are the superuser's.
+-- takes, and the IPv6 prefix how many keys a client has, so those three
+-- are the superuser's.
 SELECT results_eq(
     $$SELECT name::text, context::text FROM pg_catalog.pg_settings WHERE name LIKE 'ratelimit.%' ORDER BY 1$$,
     CASE WHEN :'shmem_preloaded'
          THEN $$VALUES ('ratelimit.default_store', 'superuser'), ('ratelimit.guard_error', 'user'),
+                       ('ratelimit.ipv6_prefix', 'superuser'),
                        ('ratelimit.now_override', 'superuser'), ('ratelimit.proxy_header', 'superuser'),
                        ('ratelimit.shmem_full_policy', 'superuser'), ('ratelimit.shmem_max_keys', 'postmaster'),
                        ('ratelimit.shmem_max_lease_keys', 'postmaster'),
                        ('ratelimit.table_access', 'superuser'), ('ratelimit.trusted_proxies', 'superuser')$$
          ELSE $$VALUES ('ratelimit.default_store', 'superuser'), ('ratelimit.guard_error', 'user'),
+                       ('ratelimit.ipv6_prefix', 'superuser'),
                        ('ratelimit.now_override', 'superuser'), ('ratelimit.proxy_header', 'superuser'),
                        ('ratelimit.shmem_full_policy', 'superuser'),
                        ('ratelimit.table_access', 'superuser'), ('ratelimit.trusted_proxies', 'superuser')$$ END,
@@ -390,7 +393,8 @@ SELECT results_eq($$SELECT allowed, capacity, remaining FROM rl_gcra('sec-pub', 
 SELECT is(pg_temp.sec_try($q$SELECT rl_headers(r)::text FROM rl_limit('sec_pub_tb', 'sec-pub', 0) r$q$),
           '{"RateLimit": "\"sec_pub_tb\";r=7;t=18", "RateLimit-Policy": "\"sec_pub_tb\";q=10;w=60"}',
           'an ordinary role calls rl_headers');
-SELECT lives_ok($$SELECT rl_http_guard('sec_pub_tb', 'sec-guard')$$, 'an ordinary role calls rl_http_guard');
+SELECT is(pg_temp.sec_try($q$SELECT rl_http_guard('sec_pub_tb', 'sec-guard')$q$), 'ERROR 55000',
+          'an ordinary role calls rl_http_guard (which refuses a table zone; a shmem zone: section 8)');
 SELECT results_eq($$SELECT allowed, remaining FROM rl_limit('sec_pub_cron', 'sec-pub', 2)$$,
                   $$VALUES (true, 8::bigint)$$, 'an ordinary role calls rl_limit on a cron-refilled zone');
 SELECT throws_ok($$SELECT rl_wait('sec_pub_tb', 'sec-pub-wait', 2, '0')$$, '42501',
@@ -799,8 +803,8 @@ LANGUAGE sql AS $$
     SELECT round || ' ' || v.label COLLATE "C", v.got FROM (VALUES
         ('a tb', '7'), ('b tb again', '5'), ('c tb refused', 'false'), ('d peek', '4'),
         ('e sw', '993'), ('f gcra zone', '6'), ('g fixed', '6'), ('h swc', '6'),
-        ('i rl_gcra', '11'), ('j token_bucket', '6'), ('k guard', ''),
-        ('l headers', '{"RateLimit": "\"sec_h_tb\";r=8;t=12", "RateLimit-Policy": "\"sec_h_tb\";q=10;w=60"}'),
+        ('i rl_gcra', '11'), ('j token_bucket', '6'), ('k guard', 'ERROR 55000'),
+        ('l headers', '{"RateLimit": "\"sec_h_tb\";r=9;t=6", "RateLimit-Policy": "\"sec_h_tb\";q=10;w=60"}'),
         ('m reset', 'true'), ('n reset again', 'false'),
         ('o sw peek', '400'), ('p sw expiry', '699'), ('q reset sw', 'true'),
         ('r multi', '8'), ('s multi refused', 'false'), ('t refund', '8')) v(label, got)
@@ -832,9 +836,9 @@ SELECT results_eq(
       FROM ratelimit.history WHERE zone LIKE 'sec\_h\_%' GROUP BY 1, 2 ORDER BY zone COLLATE "C", key COLLATE "C"$$,
     $$VALUES ('sec_h_sw'::text, 'c1'::text, 1::bigint, 0::bigint), ('sec_h_sw', 'c1-long', 601, 0),
              ('sec_h_sw', 'c2', 1, 0), ('sec_h_sw', 'c2-long', 601, 0),
-             ('sec_h_tb', 'c1', 3, 1), ('sec_h_tb', 'c1-guard', 1, 0), ('sec_h_tb', 'c1-multi', 1, 1),
-             ('sec_h_tb', 'c2', 3, 1), ('sec_h_tb', 'c2-guard', 1, 0), ('sec_h_tb', 'c2-multi', 1, 1)$$,
-    'the history recorded every request of both rounds, the refund as an allowed row (rl_peek none)');
+             ('sec_h_tb', 'c1', 3, 1), ('sec_h_tb', 'c1-multi', 1, 1),
+             ('sec_h_tb', 'c2', 3, 1), ('sec_h_tb', 'c2-multi', 1, 1)$$,
+    'the history recorded every request of both rounds, the refund as an allowed row (rl_peek none; the guard refused the history zone)');
 SELECT results_eq(
     $$SELECT key, cost FROM ratelimit.history WHERE zone = 'sec_h_tb' AND cost < 0 ORDER BY key COLLATE "C"$$,
     $$VALUES ('c1'::text, -3), ('c2', -3)$$,
@@ -961,24 +965,6 @@ SELECT throws_ok($$SELECT rl_limit('sec''z', 'k')$$, '42704', NULL, 'a prefix of
 SELECT lives_ok($$SELECT rl_zone_drop(E'sec''z"; DROP TABLE sec_victim; --')$$, 'and it can be dropped');
 SELECT has_table('public', 'sec_victim', 'the zone name dropped nothing');
 
--- rl_http_guard's keys come from request settings a client controls.
-SELECT set_config('request.jwt.claims', json_build_object('sub', 'x''; DROP TABLE sec_victim; --')::text, true) \gset
-SELECT lives_ok($$SELECT rl_http_guard('sec_k_tb')$$, 'rl_http_guard takes a JWT subject with an injection attempt');
-SELECT set_config('request.jwt.claims', json_build_object('sub', repeat('s', 1048576))::text, true) IS NULL AS ignored \gset
-SELECT lives_ok($$SELECT rl_http_guard('sec_k_tb')$$, 'rl_http_guard takes a 1 MB JWT subject');
-SELECT set_config('request.jwt.claims', '', true) \gset
--- The client writes the left of X-Forwarded-For; the one trusted proxy
--- (ratelimit.trusted_proxies = 1) appends the address it saw.
-SELECT set_config('request.headers', json_build_object('x-forwarded-for', ' 10.0.0.1''-- , 10.0.0.2')::text, true) \gset
-SELECT lives_ok($$SELECT rl_http_guard('sec_k_tb')$$, 'rl_http_guard takes a forged X-Forwarded-For');
-SELECT set_config('request.headers', '', true) \gset
-SELECT results_eq($$SELECT key, tokens FROM ratelimit.state s JOIN ratelimit.zone z USING (zone_id)
-                    WHERE z.zone = 'sec_k_tb' AND key NOT IN (SELECT k FROM sec_keys) ORDER BY key$$,
-                  format($$VALUES ('ip:10.0.0.2'::text COLLATE "C", 99::bigint), ('md5:%s', 99),
-                                  ('sub:x''; DROP TABLE sec_victim; --', 99)$$,
-                         md5('sub:' || repeat('s', 1048576))),
-                  'rl_http_guard stored those keys verbatim, the long subject as its md5, the address as the proxy appended it (the forged entry ignored)');
-
 \if :shmem_preloaded
 -- The shmem store: rl_token_bucket and rl_gcra with default_store = shmem,
 -- and a shmem zone.  Keys of up to 48 bytes are kept as they are.
@@ -1021,8 +1007,37 @@ SELECT is((SELECT count(*) FROM ratelimit.shmem_keys() k JOIN ratelimit.zone z U
           'shmem: longer keys are kept as hashes, one entry each');
 SELECT is_empty($$SELECT 1 FROM ratelimit.state s JOIN ratelimit.zone z USING (zone_id) WHERE z.zone = 'sec_k_shm'$$,
                 'shmem: nothing went to the state table');
+-- rl_http_guard's keys come from request settings a client controls (its
+-- zone is a shmem zone: the guard takes no other).
+SELECT rl_zone_set('sec_guard_shm', 'token_bucket', 100, '1 hour', store => 'shmem') \gset
+SELECT set_config('request.jwt.claims', json_build_object('sub', 'x''; DROP TABLE sec_victim; --')::text, true) \gset
+SELECT lives_ok($$SELECT rl_http_guard('sec_guard_shm')$$, 'rl_http_guard takes a JWT subject with an injection attempt');
+SELECT set_config('request.jwt.claims', json_build_object('sub', repeat('s', 1048576))::text, true) IS NULL AS ignored \gset
+SELECT lives_ok($$SELECT rl_http_guard('sec_guard_shm')$$, 'rl_http_guard takes a 1 MB JWT subject');
+SELECT set_config('request.jwt.claims', '', true) \gset
+-- The client writes the left of X-Forwarded-For; the one trusted proxy
+-- (ratelimit.trusted_proxies = 1) appends the address it saw.
+SELECT set_config('request.headers', json_build_object('x-forwarded-for', ' 10.0.0.1''-- , 10.0.0.2')::text, true) \gset
+SELECT lives_ok($$SELECT rl_http_guard('sec_guard_shm')$$, 'rl_http_guard takes a forged X-Forwarded-For');
+SELECT set_config('request.headers', '', true) \gset
+SELECT results_eq($$SELECT k.key COLLATE "C", k.remaining FROM ratelimit.shmem_keys() k JOIN ratelimit.zone z USING (zone_id)
+                    WHERE z.zone = 'sec_guard_shm' ORDER BY 1$$,
+                  format($$VALUES ('ip:10.0.0.2'::text COLLATE "C", 99::bigint), ('md5:%s', 99),
+                                  ('sub:x''; DROP TABLE sec_victim; --', 99)$$,
+                         md5('sub:' || repeat('s', 1048576))),
+                  'rl_http_guard stored those keys verbatim, the long subject as its md5, the address as the proxy appended it (the forged entry ignored)');
+
+-- And under the hostile search_path (nothing but the call runs under it).
+TRUNCATE rl_sec_evil.log;
+SELECT set_config('search_path', :'hostile_path', true) \gset
+SELECT pg_temp.sec_try($q$SELECT rl_http_guard('sec_guard_shm', 'guard-hostile')$q$) AS guard_hostile \gset
+SET LOCAL search_path TO DEFAULT;
+SELECT is(:'guard_hostile'::text, '', 'rl_http_guard decides under the hostile search_path');
+SELECT is_empty($$SELECT who, what FROM rl_sec_evil.log$$,
+                '... running none of the attacker''s objects');
+TRUNCATE rl_sec_evil.log;
 \else
-SELECT skip('ratelimit is not in shared_preload_libraries: no shmem store', 12);
+SELECT skip('ratelimit is not in shared_preload_libraries: no shmem store', 18);
 \endif
 
 -------------------------------------------------------------------------

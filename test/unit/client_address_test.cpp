@@ -172,4 +172,77 @@ TEST(ClientAddress, ForwardedHeader)
 	ExpectStatus(Forwarded("for=192.0.2.1", 2), RL_CLIENT_ADDRESS_TOO_FEW_HOPS);
 }
 
+std::string Network(const char *address, int prefix)
+{
+	char out[RL_CLIENT_NETWORK_MAX];
+
+	std::memset(out, 'x', sizeof(out));
+	if (!rl_client_network(address, prefix, out))
+		return "false:" + std::string(out);
+	return out;
+}
+
+TEST(ClientNetwork, Ipv4IsKeyedByItsAddress)
+{
+	// One IPv4 address is one client, whatever the IPv6 prefix.
+	EXPECT_EQ(Network("203.0.113.9", 56), "203.0.113.9");
+	EXPECT_EQ(Network("203.0.113.9", 32), "203.0.113.9");
+	EXPECT_EQ(Network("203.0.113.9", 128), "203.0.113.9");
+	// IPv4-mapped IPv6, as a dual-stack proxy writes an IPv4 client.
+	EXPECT_EQ(Network("::ffff:203.0.113.9", 56), "203.0.113.9");
+	EXPECT_EQ(Network("::FFFF:cb00:7109", 64), "203.0.113.9");
+}
+
+TEST(ClientNetwork, Ipv6IsKeyedByItsPrefix)
+{
+	EXPECT_EQ(Network("2001:db8:1234:5678:9abc:def0:1234:5678", 56), "2001:db8:1234:5600::/56");
+	EXPECT_EQ(Network("2001:db8:1234:5678:9abc:def0:1234:5678", 64), "2001:db8:1234:5678::/64");
+	EXPECT_EQ(Network("2001:db8:1234:5678:9abc:def0:1234:5678", 48), "2001:db8:1234::/48");
+	EXPECT_EQ(Network("2001:db8:1234:5678:9abc:def0:1234:5678", 32), "2001:db8::/32");
+	EXPECT_EQ(Network("2001:db8:1234:5678:9abc:def0:1234:5678", 128),
+			  "2001:db8:1234:5678:9abc:def0:1234:5678/128");
+	// A prefix inside a byte and inside a group: only its bits are kept.
+	EXPECT_EQ(Network("2001:db8:12ff:ffff::1", 41), "2001:db8:1280::/41");
+	EXPECT_EQ(Network("2001:db8:ffff::1", 33), "2001:db8:8000::/33");
+	EXPECT_EQ(Network("2001:db8::7", 127), "2001:db8::6/127");
+	// Written any way, one network is one key.
+	EXPECT_EQ(Network("2001:DB8:0:12::1", 56), Network("2001:0db8:0000:00ff:ffff:ffff:ffff:ffff", 56));
+}
+
+TEST(ClientNetwork, EveryAddressOfANetworkHasItsKey)
+{
+	// The attack: addresses rotated inside one /64 (and one /56).
+	for (int n = 0; n < 40; n++)
+	{
+		std::string address = "2001:db8:1200:" + std::to_string(n % 256) + ":" + std::to_string(n) + "::" +
+			std::to_string(n * 7 + 1);
+		EXPECT_EQ(Network(address.c_str(), 56), "2001:db8:1200::/56") << address;
+	}
+	EXPECT_NE(Network("2001:db8:1200::1", 56), Network("2001:db8:1300::1", 56));
+}
+
+TEST(ClientNetwork, RefusesWhatIsNoAddressOrPrefix)
+{
+	EXPECT_EQ(Network("2001:db8::1", RL_IPV6_PREFIX_MIN - 1), "false:");
+	EXPECT_EQ(Network("2001:db8::1", RL_IPV6_PREFIX_MAX + 1), "false:");
+	EXPECT_EQ(Network("203.0.113.9", 0), "false:");
+	EXPECT_EQ(Network("", 56), "false:");
+	EXPECT_EQ(Network("unknown", 56), "false:");
+	EXPECT_EQ(Network("2001:db8::/56", 56), "false:");
+	EXPECT_EQ(Network("[2001:db8::1]", 56), "false:");
+
+	char out[RL_CLIENT_NETWORK_MAX] = "x";
+	EXPECT_FALSE(rl_client_network(nullptr, 56, out));
+	EXPECT_EQ(out[0], '\0');
+}
+
+TEST(ClientNetwork, TheLongestFits)
+{
+	std::string longest = Network("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", 128);
+	EXPECT_EQ(longest, "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff/128");
+	EXPECT_LT(longest.size(), static_cast<size_t>(RL_CLIENT_NETWORK_MAX));
+	EXPECT_EQ(Network("1111:2222:3333:4444:5555:6666:7777:8888", 127),
+			  "1111:2222:3333:4444:5555:6666:7777:8888/127");
+}
+
 }  // namespace
