@@ -46,8 +46,12 @@ COMMENT ON SCHEMA ratelimit IS 'Internal state of the ratelimit extension';
 -- One state table for every algorithm.  A row is one key's state in one
 -- zone (zone_id 0: rl_token_bucket's ad-hoc buckets; -1: rl_gcra's); the
 -- exact sliding window keeps sealed chunks of its log in parts 1 and up.
--- The primary key starts with the key, so every row of a key shards with it
--- (YugabyteDB) and distributes by key (Citus).
+-- An ad-hoc bucket is named by its id and its parameters, params =
+-- 'rate:window' (each float8's shortest exact text): a call with other
+-- parameters has a bucket of its own, and cannot refill another caller's.
+-- Every other row has params ''.  The primary key starts with the key, so
+-- every row of a key shards with it (YugabyteDB) and distributes by key
+-- (Citus), and a call is routed by the key alone.
 --   UNLOGGED: no WAL per decision; crash recovery empties it, and every key
 --     starts afresh (fail-open).  YugabyteDB before 2024.2 refuses UNLOGGED:
 --     there it is an ordinary table.
@@ -70,7 +74,8 @@ DECLARE
             counter         bigint NOT NULL DEFAULT 0,
             entries         bytea,
             refill_pending  boolean,
-            PRIMARY KEY (key, zone_id, part)
+            params          text COLLATE "C" NOT NULL DEFAULT '',
+            PRIMARY KEY (key, zone_id, part, params)
         )$cols$;
 BEGIN
     EXECUTE 'CREATE UNLOGGED TABLE ratelimit.state ' || columns || ' WITH (fillfactor = 50)';
@@ -166,13 +171,15 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION rl_token_bucket(text, float8, float8, int) IS
     'Takes cost tokens from the bucket of id (refill rate per second, capacity rate * window); returns whole tokens left, or -1 when refused';
 
--- rl_token_bucket's buckets, in the terms of its arguments (id).
+-- rl_token_bucket's buckets, in the terms of its arguments (id, rate,
+-- window: the text of params reads back as the exact float8s).
 CREATE VIEW ratelimit.token_bucket AS
-SELECT key AS id, tokens, token_fraction, updated_at
+SELECT key AS id, tokens, token_fraction, updated_at,
+       split_part(params, ':', 1)::float8 AS rate, split_part(params, ':', 2)::float8 AS "window"
 FROM ratelimit.state
 WHERE zone_id = 0;
 COMMENT ON VIEW ratelimit.token_bucket IS
-    'rl_token_bucket state: tokens + token_fraction held by each id at updated_at';
+    'rl_token_bucket state: tokens + token_fraction held by each bucket (id, rate, window) at updated_at';
 
 
 -- ===========================================================================
@@ -750,8 +757,9 @@ AS 'MODULE_PATHNAME', 'rl_shmem_placement'
 LANGUAGE C VOLATILE STRICT;
 
 -- Every key with state, on both stores, and what it has left now.  Zones'
--- keys show what rl_peek shows for cost 0; rl_token_bucket's buckets record
--- no limit: their tokens as of updated_at.  updated_at is the state's own
+-- keys show what rl_peek shows for cost 0; rl_token_bucket's buckets on the
+-- table store their capacity (rate * window, from params) and their tokens
+-- as of updated_at; rl_gcra's nothing.  updated_at is the state's own
 -- time (the last decision for buckets, the window's start for windows, the
 -- theoretical arrival time for gcra).  SECURITY DEFINER: a reader granted
 -- SELECT on rl_keys and EXECUTE on this function needs no access to the
@@ -810,7 +818,10 @@ BEGIN
     END IF;
     RETURN QUERY
     SELECT CASE s.zone_id WHEN 0 THEN '(rl_token_bucket)' ELSE '(rl_gcra)' END, s.key, 'table'::text,
-           NULL::bigint, CASE s.zone_id WHEN 0 THEN s.tokens END, NULL::interval, s.updated_at
+           -- an ad-hoc bucket's capacity, rate * window, from its params
+           CASE s.zone_id WHEN 0 THEN trunc(split_part(s.params, ':', 1)::float8
+                                            * split_part(s.params, ':', 2)::float8)::bigint END,
+           CASE s.zone_id WHEN 0 THEN s.tokens END, NULL::interval, s.updated_at
     FROM ratelimit.state s
     WHERE s.zone_id OPERATOR(pg_catalog.<=) 0 AND s.part OPERATOR(pg_catalog.=) 0;
     IF NOT distributed THEN

@@ -78,6 +78,7 @@
 
 #include "base/key_hash.h"
 #include "core/rl_core.h"
+#include "store/store.h"
 
 /*
  * As many ways as 16-bit tags fit beside the set's lock in its first cache
@@ -476,5 +477,10 @@ extern bool RlLeastHarm(ShmemSet *set, uint32 index, const ShmemKey *key, Timest
 
 /* Counts an eviction: evicted and forgiven for its zone, one key less. */
 extern void RlCountEvicted(const RlEvicted *evicted);
+
+/* ---- shmem_store.c ---- */
+
+/* The entry's state as a stored row (no entries, nothing to refill). */
+extern void RlShmemEntryRow(const ShmemEntry *entry, RlStateRow *row);
 
 #endif							/* RL_SHMEM_LAYOUT_H */
