@@ -7,7 +7,7 @@
 
 #include "common/shortest_dec.h"
 #include "fmgr.h"
-#include "utils/builtins.h"
+#include "utils/memutils.h"
 
 #include "base/args.h"
 #include "decision/decide.h"
@@ -67,13 +67,28 @@ ReportTokenBucketError(RlParamError error, double rate, double window, int64 cos
 static text *
 BucketParams(double rate, double window)
 {
+	/* Callers mostly pass the same parameters: the last text is kept. */
+	static double last_rate = 0;	/* no call has rate 0 */
+	static double last_window = 0;
+	static text *last_params = NULL;
 	char		buf[2 * DOUBLE_SHORTEST_DECIMAL_LEN];
-	int			len = double_to_shortest_decimal_bufn(rate, buf);
+	int			len;
 
 	StaticAssertStmt(sizeof(buf) <= RL_MAX_PARAMS_BYTES, "params fit the shmem key buffer");
+	/* Both are positive and finite (checked): == is float8 identity. */
+	if (rate == last_rate && window == last_window)
+		return last_params;
+	len = double_to_shortest_decimal_bufn(rate, buf);
 	buf[len++] = ':';
 	len += double_to_shortest_decimal_bufn(window, buf + len);
-	return cstring_to_text_with_len(buf, len);
+	if (last_params != NULL)
+		pfree(last_params);
+	last_params = MemoryContextAlloc(TopMemoryContext, VARHDRSZ + len);
+	SET_VARSIZE(last_params, VARHDRSZ + len);
+	memcpy(VARDATA(last_params), buf, len);
+	last_rate = rate;
+	last_window = window;
+	return last_params;
 }
 
 Datum
