@@ -95,3 +95,16 @@ SELECT rl_token_bucket(repeat('p', 1024), 1.2345678901234567e-300, 1.23456789012
 SELECT id, rate, "window", tokens, token_fraction, updated_at FROM ratelimit.token_bucket
 WHERE id IN ('user:42', 'frac', 'slow', 'shared', 'clamp') ORDER BY id, rate, "window";
 SELECT left(id, 4) AS id, length(id), rate, "window" FROM ratelimit.token_bucket WHERE length(id) = 1024;
+
+-- rl_gcra keeps redis-cell's semantics: one state per key, whatever the
+-- parameters.  That state, a theoretical arrival time, only moves forward:
+-- a call with larger parameters is judged against it (refused here: its
+-- tolerance is 1 ms, the key is 60 s ahead), and no call gives back what
+-- another took.
+SET ratelimit.now_override = '2026-01-01 00:03:00+00';
+SELECT allowed, remaining, retry_after FROM rl_gcra('gcra-shared', 0, 1, 60);
+SELECT allowed, remaining, retry_after FROM rl_gcra('gcra-shared', 1000, 1000000, 1) AS larger;
+SELECT allowed, remaining, retry_after FROM rl_gcra('gcra-shared', 0, 1, 60) AS still_refused;
+SET ratelimit.now_override = '2026-01-01 00:03:30+00';
+SELECT allowed, remaining, retry_after FROM rl_gcra('gcra-shared', 100000, 1000, 1) AS burst_of_100001;
+SELECT allowed, remaining, retry_after FROM rl_gcra('gcra-shared', 0, 1, 60) AS pushed_back;
