@@ -2,7 +2,10 @@
 -- rl_cron_refill, rl_cron_enable and rl_cron_disable gets its SQLSTATE
 -- (and, where it matters, its hint) and changes nothing: no zone, no state,
 -- no tick, no grant.  An ordinary role can neither run the refill nor
--- manage jobs nor write the state; it decides once granted (rl_grant).
+-- manage jobs nor write the state; it decides once granted (rl_grant).  The
+-- run_as role, granted what rl_cron_enable grants (EXECUTE on
+-- rl_cron_refill, SECURITY DEFINER), refills at most once a tick and can do
+-- nothing else.
 --
 -- Runs in a database with pgTAP and ratelimit but without pg_cron, on a
 -- server that preloads pg_cron with cron.database_name = 'postgres' (as
@@ -97,7 +100,8 @@ CREATE FUNCTION pg_temp.snapshot() RETURNS void LANGUAGE sql AS $$
     DELETE FROM zones_before; INSERT INTO zones_before SELECT * FROM ratelimit.zone;
     DELETE FROM state_before; INSERT INTO state_before SELECT * FROM ratelimit.state;
 $$;
--- What a role holds of what rl_cron_enable would grant it.
+-- What a role holds on the state, the zones and the refill's functions
+-- (rl_cron_enable grants its run_as role the fifth alone).
 CREATE FUNCTION pg_temp.granted(role name) RETURNS text LANGUAGE sql AS $$
     SELECT concat_ws(',', has_schema_privilege(role, 'ratelimit', 'USAGE'),
                      has_table_privilege(role, 'ratelimit.zone', 'SELECT'),
