@@ -847,9 +847,10 @@ SELECT zone, allowed, refused FROM rl_counters WHERE zone = 'fresh';   -- 2 / 0
 -- 14. rl_token_bucket on the shmem store: a bucket is its id and its
 -- parameters, as on the table store (token_bucket.sql).  A call at rate
 -- 1000000 10 ms after a drain has a bucket of its own: the drained one at
--- rate 1 stays empty (were the id shared, it would be full again).  In
--- shared memory the parameters follow the id after a NUL: rl_keys shows
--- the id, and a name over 48 bytes with them is kept as a hash (key NULL).
+-- rate 1 stays empty (were the id shared, it would be full again).  An id
+-- of up to 48 bytes is kept as it is (rl_keys shows it), its parameters
+-- matched as the entry's limit; a longer one as a hash of the id and the
+-- parameters (key NULL).
 -------------------------------------------------------------------------
 SET ratelimit.default_store = shmem;
 SET ratelimit.now_override = '2026-01-02 00:00:00+00';
@@ -859,9 +860,10 @@ SELECT rl_token_bucket('sh-params', 1000000, 10) AS own_bucket;          -- 9999
 SET ratelimit.now_override = '2026-01-02 00:00:00.02+00';
 SELECT rl_token_bucket('sh-params', 1, 10) AS still_empty;               -- -1
 SELECT rl_token_bucket('sh-params', 1, 20) AS another_window;            -- 19
--- 40 bytes of id: 40 + NUL + '1:10' = 45 bytes, kept as they are; 44
--- bytes of id: 49, kept as a hash.
-SELECT rl_token_bucket(repeat('a', 40), 1, 10) AS id_40, rl_token_bucket(repeat('b', 44), 1, 10) AS id_44;
+-- 48 bytes of id, kept as they are, at two rates: two buckets; 49 bytes,
+-- kept as a hash.
+SELECT rl_token_bucket(repeat('a', 48), 1, 10) AS id_48, rl_token_bucket(repeat('a', 48), 2, 10) AS id_48_rate_2,
+       rl_token_bucket(repeat('a', 48), 1, 10) AS id_48_again, rl_token_bucket(repeat('b', 49), 1, 10) AS id_49;
 -- An id of 1024 bytes (the limit) with the longest parameters: 1074 bytes
 -- in all, kept as a hash; another window is another bucket.
 SELECT rl_token_bucket(repeat('p', 1024), 1.2345678901234567e-300, 1.2345678901234567e300) AS long_1,
@@ -870,8 +872,8 @@ SELECT rl_token_bucket(repeat('p', 1024), 1.2345678901234567e-300, 1.23456789012
 RESET ratelimit.default_store;
 SELECT pg_temp.show(key) AS key, capacity, remaining FROM rl_keys
 WHERE zone = '(rl_token_bucket)' AND store = 'shmem'
-  AND (key IS NULL OR key IN ('sh-params', repeat('a', 40)))
+  AND (key IS NULL OR key IN ('sh-params', repeat('a', 48)))
 ORDER BY key NULLS LAST, capacity;
 -- None of them reached the table store.
 SELECT count(*) AS table_rows FROM ratelimit.token_bucket
-WHERE id IN ('sh-params', repeat('a', 40), repeat('b', 44), repeat('p', 1024));
+WHERE id IN ('sh-params', repeat('a', 48), repeat('b', 49), repeat('p', 1024));

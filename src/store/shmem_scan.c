@@ -20,9 +20,8 @@ VisitEntry(const ShmemEntry *entry, RlShmemKeyVisitor visit, void *arg)
 	info.zone_id = entry->zone_id;
 	if (entry->key_len != RL_SHMEM_KEY_HASHED)
 	{
-		/* An ad-hoc bucket's key ends at the NUL before its parameters. */
 		info.key = entry->key;
-		info.key_len = strnlen(entry->key, entry->key_len);
+		info.key_len = entry->key_len;
 	}
 	if (entry->limit_kind == RL_SHMEM_KIND_BUCKET)
 	{

@@ -87,9 +87,10 @@ typedef struct KeyBuffer
 } KeyBuffer;
 
 /*
- * The bytes that name a key in shared memory: the key's own, and for an
- * ad-hoc bucket a NUL (which no text holds) and its parameters, so that a
- * call with other parameters has a bucket of its own.  Raises nothing.
+ * The bytes that place a key in shared memory (and stand for it when it is
+ * kept as a hash): the key's own, and for an ad-hoc bucket a NUL (which no
+ * text holds) and its parameters, so that a call with other parameters has
+ * a bucket of its own.  Raises nothing.
  */
 static const char *
 KeyBytes(const RlStateKey *key, KeyBuffer *buffer, int *len)
@@ -123,25 +124,39 @@ KeyHash(const RlStateKey *key)
 	return RlKeyPlacementHash(MyDatabaseId, key->zone_id, bytes, len);
 }
 
+/*
+ * A key short enough is kept as it is (rl_keys shows it); an ad-hoc
+ * bucket's parameters are then matched as its limit, which a bucket's
+ * entry always holds (limit is the call's: NULL where the key has no
+ * parameters).  A longer one is kept as the hash of its bytes, parameters
+ * included.
+ */
 static void
-MakeShmemKey(const RlStateKey *key, uint64 hash, ShmemKey *out)
+MakeShmemKey(const RlStateKey *key, const RlKeyLimit *limit, uint64 hash, ShmemKey *out)
 {
-	KeyBuffer	buffer;
-	int			len;
-	const char *bytes = KeyBytes(key, &buffer, &len);
+	int			key_len = VARSIZE_ANY_EXHDR(key->key);
 
 	memset(out, 0, sizeof(*out));
 	out->hash_high = (uint32) (hash >> 32);
 	out->tag = TagOf(hash);
 	out->dbid = MyDatabaseId;
 	out->zone_id = key->zone_id;
-	if (len <= RL_SHMEM_INLINE_KEY)
+	if (key_len <= RL_SHMEM_INLINE_KEY)
 	{
-		out->key_len = (uint8) len;
-		memcpy(out->key, bytes, len);
+		out->key_len = (uint8) key_len;
+		memcpy(out->key, VARDATA_ANY(key->key), key_len);
+		if (key->params != NULL)
+		{
+			Assert(limit != NULL && limit->is_bucket);
+			out->match_bucket = true;
+			out->bucket = limit->bucket;
+		}
 	}
 	else
 	{
+		KeyBuffer	buffer;
+		int			len;
+		const char *bytes = KeyBytes(key, &buffer, &len);
 		uint64		digest[2];
 
 		RlKeyDigest(bytes, len, digest);
@@ -233,7 +248,7 @@ ShmemDecide(RlStoreCall *call, RlDecideFn decide, void *arg, bool peek)
 	RlEvicted	evicted = {0};	/* a key forgotten for this one */
 
 	RlRequireShmemStore();
-	MakeShmemKey(key, call->located_hash, &skey);
+	MakeShmemKey(key, &call->limit, call->located_hash, &skey);
 
 retry:
 	set = LockKeySet(skey.hash_high, &set_index);
@@ -352,7 +367,7 @@ ShmemUpdateTogether(RlStoreCall **calls, void **args, int n, RlDecideFn decide,
 	RlRequireShmemStore();
 	for (int i = 0; i < n; i++)
 	{
-		MakeShmemKey(&calls[i]->key, calls[i]->located_hash, &keys[i]);
+		MakeShmemKey(&calls[i]->key, &calls[i]->limit, calls[i]->located_hash, &keys[i]);
 		outcomes[i] = RL_STORE_DECIDED;
 	}
 	for (int attempt = 0;; attempt++)
@@ -494,7 +509,8 @@ ShmemRemove(const RlStateKey *key, RlStateRow *removed)
 	/* A removed head row is read only for parts, which no shmem key has. */
 	memset(removed, 0, sizeof(*removed));
 	RlRequireShmemStore();
-	MakeShmemKey(key, KeyHash(key), &skey);
+	Assert(key->params == NULL);	/* zones' keys only (rl_reset, rl_zone_drop) */
+	MakeShmemKey(key, NULL, KeyHash(key), &skey);
 	set_index = SetIndexOf(skey.hash_high, pg_atomic_read_u64(&rl_shmem->shape));
 	set = LockKeySet(skey.hash_high, &set_index);
 	index = FindInSet(set, &skey);
