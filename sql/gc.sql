@@ -238,6 +238,13 @@ SELECT regress.try($$SELECT rl_gc(NULL, '-1 day 25 hours')$$);
 SELECT pg_temp.at('1990-01-31', 7400), rl_token_bucket('gc:tb', 1, 10, 5);
 SELECT regress.try($$SELECT rl_gc(NULL, '1000000 years')$$);
 SELECT count(*) AS left FROM ratelimit.state WHERE key LIKE 'gc:%' AND zone_id <= 0;
+-- rl_token_bucket's buckets of one id with other parameters (rate 1,
+-- window 10; rate 2, window 5) are rows of their own, here holding the
+-- same tokens at the same time: each goes on its own, counted once (with
+-- gc:tb, 3 in all).
+SELECT pg_temp.at('1990-02-01', 0), rl_token_bucket('gc:tb2', 1, 10, 1), rl_token_bucket('gc:tb2', 2, 5, 1);
+SELECT pg_temp.at('1990-02-01', 10), rl_gc(NULL, '10 seconds') AS removed;
+SELECT count(*) AS left FROM ratelimit.state WHERE key LIKE 'gc:%' AND zone_id <= 0;
 
 -------------------------------------------------------------------------
 -- 7. Where rl_gc refuses to run.

@@ -97,16 +97,18 @@ SELECT remaining FROM rl_peek('keys_tb', 'keys:peeked');
 SELECT count(*) AS rows FROM pg_temp.my_keys WHERE key IN ('keys:rolled-back', 'keys:peeked');
 
 -------------------------------------------------------------------------
--- 3. rl_token_bucket's and rl_gcra's buckets on the table store: no limit
--- is recorded, so capacity and reset_after are NULL and remaining is the
--- stored tokens as of updated_at (rl_gcra's: NULL; its updated_at is the
--- theoretical arrival time).
+-- 3. rl_token_bucket's and rl_gcra's buckets on the table store.  A
+-- bucket of rl_token_bucket is named by its rate and window too: capacity
+-- is rate * window, remaining the stored tokens as of updated_at.  rl_gcra
+-- records no limit: capacity and remaining NULL (its updated_at is the
+-- theoretical arrival time).  reset_after is NULL for both.
 -------------------------------------------------------------------------
 SET ratelimit.now_override = '2026-01-01 00:00:00+00';
 SELECT rl_token_bucket('keys:bucket', 1, 10, 3);                  -- 7 left
+SELECT rl_token_bucket('keys:bucket', 0.5, 5, 1);                 -- another bucket: capacity 2, 1 left
 SELECT remaining FROM rl_gcra('keys:gcra', 2, 1, 5);             -- capacity 3, 2 left, arrival 5 s
 SET ratelimit.now_override = '2026-01-01 00:00:04+00';
-SELECT * FROM pg_temp.my_keys WHERE zone LIKE '(%' AND store = 'table' ORDER BY zone, key;
+SELECT * FROM pg_temp.my_keys WHERE zone LIKE '(%' AND store = 'table' ORDER BY zone, key, capacity;
 
 -------------------------------------------------------------------------
 -- 4. The shmem store: zone keys of 5, 48, 49 and 60 bytes (the longer two
@@ -124,6 +126,7 @@ SELECT count(*) FILTER (WHERE allowed) AS admitted FROM (
     UNION ALL SELECT (rl_limit('keys_shm_fw', 'keys:a', 2)).allowed) s;
 SET ratelimit.default_store = shmem;
 SELECT rl_token_bucket('keys:shm-bucket', 1, 10, 8);             -- 2 left, capacity 10
+SELECT rl_token_bucket('keys:shm-bucket', 2, 10, 1);             -- another bucket: 19 left, capacity 20
 SELECT remaining FROM rl_gcra('keys:shm-gcra', 2, 1, 5);         -- 2 left, arrival 5 s
 RESET ratelimit.default_store;
 SET ratelimit.now_override = '2026-01-01 00:00:04+00';
@@ -134,6 +137,8 @@ SET ratelimit.now_override = '2026-01-01 00:00:04+00';
 --   keys_shm 60 bytes    1/3: remaining 0, reset 56 s; key NULL
 --   keys_shm_fw keys:a   remaining 1, reset 6 s (as keys_fw above)
 --   (rl_token_bucket)    2 + 4 tokens: remaining 6 of 10; no reset_after
+--   (rl_token_bucket)    19 + 8, capped: remaining 20 of 20 (the same id
+--                        at rate 2: a bucket of its own)
 --   (rl_gcra)            arrival 5 s, emission 5 s, tolerance 15 s: 1 s
 --                        used, remaining 14 / 5 = 2, reset 1 s
 SELECT * FROM pg_temp.my_keys WHERE store = 'shmem' ORDER BY zone, key NULLS LAST, remaining DESC;

@@ -46,8 +46,12 @@ COMMENT ON SCHEMA ratelimit IS 'Internal state of the ratelimit extension';
 -- One state table for every algorithm.  A row is one key's state in one
 -- zone (zone_id 0: rl_token_bucket's ad-hoc buckets; -1: rl_gcra's); the
 -- exact sliding window keeps sealed chunks of its log in parts 1 and up.
--- The primary key starts with the key, so every row of a key shards with it
--- (YugabyteDB) and distributes by key (Citus).
+-- An ad-hoc bucket is named by its id and its parameters, params =
+-- 'rate:window' (each float8's shortest exact text): a call with other
+-- parameters has a bucket of its own, and cannot refill another caller's.
+-- Every other row has params ''.  The primary key starts with the key, so
+-- every row of a key shards with it (YugabyteDB) and distributes by key
+-- (Citus), and a call is routed by the key alone.
 --   UNLOGGED: no WAL per decision; crash recovery empties it, and every key
 --     starts afresh (fail-open).  YugabyteDB before 2024.2 refuses UNLOGGED:
 --     there it is an ordinary table.
@@ -70,7 +74,8 @@ DECLARE
             counter         bigint NOT NULL DEFAULT 0,
             entries         bytea,
             refill_pending  boolean,
-            PRIMARY KEY (key, zone_id, part)
+            params          text COLLATE "C" NOT NULL DEFAULT '',
+            PRIMARY KEY (key, zone_id, part, params)
         )$cols$;
 BEGIN
     EXECUTE 'CREATE UNLOGGED TABLE ratelimit.state ' || columns || ' WITH (fillfactor = 50)';
@@ -91,8 +96,10 @@ COMMENT ON TABLE ratelimit.state IS
 CREATE SEQUENCE ratelimit.zone_id_seq AS int MINVALUE 1;
 CREATE TABLE ratelimit.zone (
     zone_id     int NOT NULL DEFAULT nextval('ratelimit.zone_id_seq') PRIMARY KEY,
+    -- A name beginning with "(" is how rl_counters and rl_keys show what
+    -- is no zone's: "(rl_token_bucket)", "(rl_gcra)", "(zone id N)".
     zone        text COLLATE "C" NOT NULL UNIQUE
-                CHECK (zone <> '' AND octet_length(zone) <= 128),
+                CHECK (zone <> '' AND octet_length(zone) <= 128 AND left(zone, 1) <> '('),
     algorithm   text NOT NULL
                 CHECK (algorithm IN ('token_bucket', 'gcra', 'sliding_window',
                                      'sliding_window_counter', 'fixed_window', 'concurrency')),
@@ -164,13 +171,15 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION rl_token_bucket(text, float8, float8, int) IS
     'Takes cost tokens from the bucket of id (refill rate per second, capacity rate * window); returns whole tokens left, or -1 when refused';
 
--- rl_token_bucket's buckets, in the terms of its arguments (id).
+-- rl_token_bucket's buckets, in the terms of its arguments (id, rate,
+-- window: the text of params reads back as the exact float8s).
 CREATE VIEW ratelimit.token_bucket AS
-SELECT key AS id, tokens, token_fraction, updated_at
+SELECT key AS id, tokens, token_fraction, updated_at,
+       split_part(params, ':', 1)::float8 AS rate, split_part(params, ':', 2)::float8 AS "window"
 FROM ratelimit.state
 WHERE zone_id = 0;
 COMMENT ON VIEW ratelimit.token_bucket IS
-    'rl_token_bucket state: tokens + token_fraction held by each id at updated_at';
+    'rl_token_bucket state: tokens + token_fraction held by each bucket (id, rate, window) at updated_at';
 
 
 -- ===========================================================================
@@ -250,6 +259,13 @@ BEGIN
     IF octet_length(zone) > 128 THEN
         RAISE EXCEPTION 'zone name is too long' USING ERRCODE = '22001',
             DETAIL = format('The name is %s bytes; the limit is 128.', octet_length(zone));
+    END IF;
+    -- Reserved: else a zone could add its counts to rl_token_bucket's row
+    -- of rl_counters, or pass for rl_gcra's keys in rl_keys.
+    IF left(zone, 1) = '(' THEN
+        RAISE EXCEPTION 'zone names beginning with "(" are reserved' USING ERRCODE = '22023',
+            DETAIL = 'rl_counters and rl_keys name what belongs to no zone so: (rl_token_bucket), (rl_gcra), (zone id N).',
+            HINT = 'Choose a name that does not begin with "(".';
     END IF;
     IF reset IS NULL THEN
         RAISE EXCEPTION 'reset must not be null' USING ERRCODE = '22004';
@@ -346,7 +362,7 @@ BEGIN
         DELETE FROM ratelimit.state s WHERE s.zone_id = existing.zone_id;
         INSERT INTO ratelimit.retired_zone_id (zone_id, zone) VALUES (existing.zone_id, existing.zone);
         IF existing.refill = 'cron' THEN
-            PERFORM ratelimit.unschedule_refill(existing.zone);
+            PERFORM ratelimit.unschedule_refill(existing.zone_id);
         END IF;
         wanted.zone_id := nextval('ratelimit.zone_id_seq')::int;
         wanted.refill_tick := NULL;
@@ -396,7 +412,7 @@ BEGIN
     PERFORM ratelimit.forget_zone_state(dropped);
     DELETE FROM ratelimit.state s WHERE s.zone_id = dropped;
     INSERT INTO ratelimit.retired_zone_id (zone_id, zone) VALUES (dropped, rl_zone_drop.zone);
-    PERFORM ratelimit.unschedule_refill(zone);
+    PERFORM ratelimit.unschedule_refill(dropped);
     PERFORM ratelimit.zones_changed();
 END
 $fn$;
@@ -761,8 +777,9 @@ AS 'MODULE_PATHNAME', 'rl_shmem_placement'
 LANGUAGE C VOLATILE STRICT;
 
 -- Every key with state, on both stores, and what it has left now.  Zones'
--- keys show what rl_peek shows for cost 0; rl_token_bucket's buckets record
--- no limit: their tokens as of updated_at.  updated_at is the state's own
+-- keys show what rl_peek shows for cost 0; rl_token_bucket's buckets on the
+-- table store their capacity (rate * window, from params) and their tokens
+-- as of updated_at; rl_gcra's nothing.  updated_at is the state's own
 -- time (the last decision for buckets, the window's start for windows, the
 -- theoretical arrival time for gcra).  SECURITY DEFINER: a reader granted
 -- SELECT on rl_keys and EXECUTE on this function needs no access to the
@@ -821,7 +838,10 @@ BEGIN
     END IF;
     RETURN QUERY
     SELECT CASE s.zone_id WHEN 0 THEN '(rl_token_bucket)' ELSE '(rl_gcra)' END, s.key, 'table'::text,
-           NULL::bigint, CASE s.zone_id WHEN 0 THEN s.tokens END, NULL::interval, s.updated_at
+           -- an ad-hoc bucket's capacity, rate * window, from its params
+           CASE s.zone_id WHEN 0 THEN trunc(split_part(s.params, ':', 1)::float8
+                                            * split_part(s.params, ':', 2)::float8)::bigint END,
+           CASE s.zone_id WHEN 0 THEN s.tokens END, NULL::interval, s.updated_at
     FROM ratelimit.state s
     WHERE s.zone_id OPERATOR(pg_catalog.<=) 0 AND s.part OPERATOR(pg_catalog.=) 0;
     IF NOT distributed THEN
@@ -925,19 +945,45 @@ BEGIN
 END
 $fn$;
 
+-- The decision clock (ratelimit.now_override, else the wall clock): what
+-- rl_cron_refill meters its runs by.
+CREATE FUNCTION ratelimit.clock()
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'rl_clock'
+LANGUAGE C VOLATILE;
+
+-- When each cron zone's next refill is due.  rl_cron_refill meters the runs
+-- of the job's role (and of whoever else logs in as it) as gcra meters
+-- calls: a refill makes the next one due a tick after this one was due (or
+-- after now, if that is later), and a run more than half a tick before
+-- that refills nothing.  So however often it is called, it never refills
+-- faster than the schedule: in any stretch of time, at most one refill
+-- more than the ticks in it.  The half tick absorbs the scheduler's
+-- delays.  Removed with the zone's job (ratelimit.unschedule_refill).
+CREATE TABLE ratelimit.cron_refill_due (
+    zone_id int PRIMARY KEY,
+    due_at  timestamptz NOT NULL
+);
+
 -- One refill: every bucket of the zone below capacity gets
 -- rate * tick / period tokens, up to capacity; the part token carries over
 -- exactly (in units of 1 / period microseconds).  Full buckets are not in
--- the partial index and are not touched.  Returns the buckets refilled.
--- Not SECURITY DEFINER: it runs as the job's role, which rl_cron_enable
--- grants exactly what it needs.
+-- the partial index and are not touched.  Returns the buckets refilled (0
+-- for a metered run that came too early).
+-- SECURITY DEFINER: the job's role holds EXECUTE on this function and no
+-- privilege on any table, so whoever logs in as it can do no more than the
+-- job does, as often as the schedule would.  A session of the extension's
+-- owner (a member of its role, a superuser) is not metered: it may write
+-- the state anyway, and a refill by hand is its way to catch up.
 CREATE FUNCTION rl_cron_refill(zone text)
 RETURNS bigint
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
     z ratelimit.zone;
+    run_at timestamptz;
     cap numeric;
     p numeric;
     per_tick numeric;
@@ -957,6 +1003,19 @@ BEGIN
     IF z.refill_tick IS NULL THEN
         RAISE EXCEPTION 'zone "%" has no refill job', zone USING ERRCODE = '55000',
             HINT = format('SELECT rl_cron_enable(%L) schedules it.', zone);
+    END IF;
+    -- The session's user: current_user is the owner here.
+    IF NOT pg_has_role(session_user, (SELECT e.extowner FROM pg_extension e
+                                      WHERE e.extname OPERATOR(pg_catalog.=) 'ratelimit'), 'USAGE') THEN
+        run_at := ratelimit.clock();
+        INSERT INTO ratelimit.cron_refill_due AS d (zone_id, due_at)
+        VALUES (z.zone_id, run_at + z.refill_tick)
+        ON CONFLICT (zone_id) DO UPDATE
+            SET due_at = greatest(d.due_at, run_at) + z.refill_tick
+            WHERE d.due_at - z.refill_tick / 2 <= run_at;
+        IF NOT FOUND THEN
+            RETURN 0;           -- too early: a later run refills
+        END IF;
     END IF;
     -- This transaction's own calls on the zone may sit in its cache, to be
     -- written at commit over this UPDATE: write them first, and have the
@@ -979,23 +1038,26 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION rl_cron_refill(text) IS
-    'One refill of a cron-refilled zone (what its pg_cron job runs); returns the buckets refilled';
+    'One refill of a cron-refilled zone (what its pg_cron job runs, at most once a tick but for the owner); returns the buckets refilled';
 
--- pg_cron keeps job names as type name (63 bytes): a longer zone name is
--- named by its md5, so that every zone's job has a name of its own.
-CREATE FUNCTION ratelimit.cron_job_name(zone text)
+-- pg_cron keeps job names as type name (63 bytes).  A zone's job is named
+-- by the zone's id, which no name a zone manager chooses can forge (by
+-- name, a long name's 'ratelimit_refill:md5:<md5>' was also the job of a
+-- zone named 'md5:<md5>').  An id is the zone's until a drop or a reset,
+-- which remove its job.
+CREATE FUNCTION ratelimit.cron_job_name(zone_id int)
 RETURNS text
 LANGUAGE sql IMMUTABLE STRICT
 SET search_path = pg_catalog, pg_temp
 AS $fn$
-    SELECT CASE WHEN octet_length(zone) <= 46 THEN 'ratelimit_refill:' || zone
-                ELSE 'ratelimit_refill:md5:' || md5(zone) END
+    SELECT 'ratelimit_refill:' || zone_id::text
 $fn$;
 
--- Removes the zone's refill jobs, if pg_cron is installed here; how many.
--- Its callers are SECURITY DEFINER: a schema named cron that is not
--- pg_cron's (anyone with CREATE on the database can make one) is ignored.
-CREATE FUNCTION ratelimit.unschedule_refill(zone text)
+-- Removes the refill jobs of a zone id, if pg_cron is installed here, and
+-- when its next refill is due; returns how many jobs.  Its callers are
+-- SECURITY DEFINER: a schema named cron that is not pg_cron's (anyone with
+-- CREATE on the database can make one) is ignored.
+CREATE FUNCTION ratelimit.unschedule_refill(zone_id int)
 RETURNS int
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -1004,6 +1066,7 @@ DECLARE
     removed int := 0;
     job bigint;
 BEGIN
+    DELETE FROM ratelimit.cron_refill_due d WHERE d.zone_id OPERATOR(pg_catalog.=) unschedule_refill.zone_id;
     -- pg_cron creates its schema in its script: the schema is a member of
     -- the extension (its extnamespace is where it was created from).
     IF NOT EXISTS (SELECT FROM pg_depend d
@@ -1015,7 +1078,7 @@ BEGIN
     END IF;
     FOR job IN EXECUTE 'SELECT jobid FROM cron.job WHERE jobname OPERATOR(pg_catalog.=) $1'
                        ' AND database OPERATOR(pg_catalog.=) pg_catalog.current_database()'
-               USING ratelimit.cron_job_name(zone)
+               USING ratelimit.cron_job_name(zone_id)
     LOOP
         EXECUTE 'SELECT cron.unschedule($1)' USING job;
         removed := removed + 1;
@@ -1055,7 +1118,7 @@ END
 $fn$;
 
 -- Schedules the zone's refill job, run as run_as, and grants that role
--- what the refill needs and nothing more.
+-- what the refill needs and nothing more: EXECUTE on rl_cron_refill.
 CREATE FUNCTION rl_cron_enable(zone text, run_as name DEFAULT 'ratelimit_refill')
 RETURNS bigint
 LANGUAGE plpgsql
@@ -1089,22 +1152,17 @@ BEGIN
 
     plan := ratelimit.cron_plan(cron_version, z.rate, z.period);
 
-    -- What the refill needs, and nothing more: read the zone, rewrite the
-    -- refilled columns of the state.
+    -- What the refill needs, and nothing more: the job calls rl_cron_refill
+    -- (SECURITY DEFINER, metered: no faster than the schedule), by its
+    -- schema's name.  No privilege on any table, nor on schema ratelimit.
     -- @extschema@ comes quoted already.
-    EXECUTE format('GRANT USAGE ON SCHEMA ratelimit, %s TO %I', '@extschema@', run_as);
-    EXECUTE format('GRANT SELECT ON ratelimit.zone TO %I', run_as);
-    EXECUTE format('GRANT SELECT (zone_id, tokens, counter, refill_pending),'
-                   ' UPDATE (tokens, counter, refill_pending) ON ratelimit.state TO %I', run_as);
+    EXECUTE format('GRANT USAGE ON SCHEMA %s TO %I', '@extschema@', run_as);
     EXECUTE format('GRANT EXECUTE ON FUNCTION %s.rl_cron_refill(text) TO %I', '@extschema@', run_as);
-    -- rl_cron_refill runs with the job role's rights and calls these two
-    -- (PUBLIC executes neither).
-    EXECUTE format('GRANT EXECUTE ON FUNCTION ratelimit.flush_zone_state(int),'
-                   ' ratelimit.period_micros(interval) TO %I', run_as);
 
-    PERFORM ratelimit.unschedule_refill(zone);
+    -- Also starts the meter afresh: the new tick may be shorter.
+    PERFORM ratelimit.unschedule_refill(z.zone_id);
     EXECUTE 'SELECT cron.schedule($1, $2, $3)' INTO job
-        USING ratelimit.cron_job_name(zone), plan.schedule,
+        USING ratelimit.cron_job_name(z.zone_id), plan.schedule,
               format('SELECT %s.rl_cron_refill(%L)', '@extschema@', zone);
     EXECUTE 'SELECT cron.alter_job(job_id => $1, username => $2)' USING job, run_as::text;
     UPDATE ratelimit.zone AS zz SET refill_tick = plan.tick WHERE zz.zone_id = z.zone_id;
@@ -1122,16 +1180,18 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
+    id int;
     removed int;
 BEGIN
     IF zone IS NULL THEN
         RAISE EXCEPTION 'zone must not be null' USING ERRCODE = '22004';
     END IF;
-    IF NOT EXISTS (SELECT FROM ratelimit.zone AS zz WHERE zz.zone = rl_cron_disable.zone) THEN
+    SELECT zz.zone_id INTO id FROM ratelimit.zone AS zz WHERE zz.zone = rl_cron_disable.zone FOR UPDATE;
+    IF NOT FOUND THEN
         RAISE EXCEPTION 'rate-limit zone "%" does not exist', left(zone, 128) || CASE WHEN length(zone) > 128 THEN '...' ELSE '' END USING ERRCODE = '42704';
     END IF;
-    removed := ratelimit.unschedule_refill(zone);
-    UPDATE ratelimit.zone AS zz SET refill_tick = NULL WHERE zz.zone = rl_cron_disable.zone;
+    removed := ratelimit.unschedule_refill(id);
+    UPDATE ratelimit.zone AS zz SET refill_tick = NULL WHERE zz.zone_id = id;
     PERFORM ratelimit.zones_changed();
     RETURN removed > 0;
 END

@@ -842,3 +842,38 @@ SELECT zone, allowed, refused FROM rl_counters WHERE zone = 'fresh';   -- 0 / 0
 SELECT count(*) AS shmem_keys_of_the_id FROM ratelimit.shmem_keys() WHERE zone_id = :old_id;   -- 0
 SELECT count(rl_limit('fresh', 'k')) FROM generate_series(1, 2);
 SELECT zone, allowed, refused FROM rl_counters WHERE zone = 'fresh';   -- 2 / 0
+
+-------------------------------------------------------------------------
+-- 14. rl_token_bucket on the shmem store: a bucket is its id and its
+-- parameters, as on the table store (token_bucket.sql).  A call at rate
+-- 1000000 10 ms after a drain has a bucket of its own: the drained one at
+-- rate 1 stays empty (were the id shared, it would be full again).  An id
+-- of up to 48 bytes is kept as it is (rl_keys shows it), its parameters
+-- matched as the entry's limit; a longer one as a hash of the id and the
+-- parameters (key NULL).
+-------------------------------------------------------------------------
+SET ratelimit.default_store = shmem;
+SET ratelimit.now_override = '2026-01-02 00:00:00+00';
+SELECT string_agg(rl_token_bucket('sh-params', 1, 10)::text, ' ') FROM generate_series(1, 11);
+SET ratelimit.now_override = '2026-01-02 00:00:00.01+00';
+SELECT rl_token_bucket('sh-params', 1000000, 10) AS own_bucket;          -- 9999999
+SET ratelimit.now_override = '2026-01-02 00:00:00.02+00';
+SELECT rl_token_bucket('sh-params', 1, 10) AS still_empty;               -- -1
+SELECT rl_token_bucket('sh-params', 1, 20) AS another_window;            -- 19
+-- 48 bytes of id, kept as they are, at two rates: two buckets; 49 bytes,
+-- kept as a hash.
+SELECT rl_token_bucket(repeat('a', 48), 1, 10) AS id_48, rl_token_bucket(repeat('a', 48), 2, 10) AS id_48_rate_2,
+       rl_token_bucket(repeat('a', 48), 1, 10) AS id_48_again, rl_token_bucket(repeat('b', 49), 1, 10) AS id_49;
+-- An id of 1024 bytes (the limit) with the longest parameters: 1074 bytes
+-- in all, kept as a hash; another window is another bucket.
+SELECT rl_token_bucket(repeat('p', 1024), 1.2345678901234567e-300, 1.2345678901234567e300) AS long_1,
+       rl_token_bucket(repeat('p', 1024), 1.2345678901234567e-300, 1.2345678901234567e300) AS long_again,
+       rl_token_bucket(repeat('p', 1024), 1.2345678901234567e-300, 2.2345678901234567e300) AS long_other;
+RESET ratelimit.default_store;
+SELECT pg_temp.show(key) AS key, capacity, remaining FROM rl_keys
+WHERE zone = '(rl_token_bucket)' AND store = 'shmem'
+  AND (key IS NULL OR key IN ('sh-params', repeat('a', 48)))
+ORDER BY key NULLS LAST, capacity;
+-- None of them reached the table store.
+SELECT count(*) AS table_rows FROM ratelimit.token_bucket
+WHERE id IN ('sh-params', repeat('a', 48), repeat('b', 49), repeat('p', 1024));

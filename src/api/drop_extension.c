@@ -70,8 +70,9 @@ rl_drop_refill_jobs(PG_FUNCTION_ARGS)
 					true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not look for pg_cron");
 	installed = SPI_processed > 0;
+	/* The jobs ratelimit.cron_job_name names: the prefix and a zone id. */
 	if (installed && SPI_execute("SELECT pg_catalog.count(cron.unschedule(jobid)) FROM cron.job"
-					" WHERE jobname OPERATOR(pg_catalog.~~) 'ratelimit\\_refill:%'"
+					" WHERE jobname OPERATOR(pg_catalog.~) '^ratelimit_refill:[0-9]+$'"
 					" AND database OPERATOR(pg_catalog.=) pg_catalog.current_database()",
 					false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not remove the ratelimit refill jobs");

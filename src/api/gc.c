@@ -8,10 +8,11 @@
  * COMMITTED the delete re-checks them on the newest version), and a row a
  * call holds locked waits for that call's transaction.
  *
- * rl_token_bucket's buckets (zone 0) and rl_gcra's (zone -1) do not record
- * their limit: they are removed only when max_window is given and they were
- * last written longer ago than that (a bucket refills completely within its
- * window).  Rows of a dropped zone are removed whatever they hold.
+ * rl_token_bucket's buckets (zone 0, one per id and parameters) and
+ * rl_gcra's (zone -1) are not judged by a zone's limit: they are removed
+ * only when max_window is given and they were last written longer ago than
+ * that (a bucket refills completely within its window).  Rows of a dropped
+ * zone are removed whatever they hold.
  */
 #include "postgres.h"
 
@@ -40,6 +41,7 @@ typedef struct GcRow
 {
 	text	   *key;
 	int32		zone_id;
+	text	   *params;			/* an ad-hoc bucket's parameters; '' for zones */
 	RlStateRow	row;
 	char	   *zone_name;		/* NULL: the zone is gone */
 } GcRow;
@@ -96,10 +98,10 @@ DeleteKey(const GcRow *r)
 	static SPIPlanPtr head_plan = NULL;
 	static SPIPlanPtr orphan_plan = NULL;
 	static SPIPlanPtr parts_plan = NULL;
-	Oid			head_types[7] = {TEXTOID, INT4OID, INT8OID, FLOAT8OID, TIMESTAMPTZOID,
-	INT8OID, BYTEAOID};
-	Datum		values[7];
-	char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	Oid			head_types[8] = {TEXTOID, INT4OID, INT8OID, FLOAT8OID, TIMESTAMPTZOID,
+	INT8OID, BYTEAOID, TEXTOID};
+	Datum		values[8];
+	char		nulls[8] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
 
 	values[0] = PointerGetDatum(r->key);
 	values[1] = Int32GetDatum(r->zone_id);
@@ -123,6 +125,7 @@ DeleteKey(const GcRow *r)
 	values[6] = PointerGetDatum(r->row.entries);
 	if (r->row.entries == NULL)
 		nulls[6] = 'n';
+	values[7] = PointerGetDatum(r->params);
 	if (SPI_execute_plan(RlKeepPlan(&head_plan,
 									"DELETE FROM " RL_INTERNAL_SCHEMA ".state"
 									" WHERE key OPERATOR(pg_catalog.=) $1"
@@ -133,8 +136,9 @@ DeleteKey(const GcRow *r)
 									" AND updated_at OPERATOR(pg_catalog.=) $5"
 									" AND counter OPERATOR(pg_catalog.=) $6"
 									" AND (($7 IS NULL AND entries IS NULL)"
-									" OR entries OPERATOR(pg_catalog.=) $7)",
-									7, head_types),
+									" OR entries OPERATOR(pg_catalog.=) $7)"
+									" AND params OPERATOR(pg_catalog.=) $8",
+									8, head_types),
 						 values, nulls, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "ratelimit gc delete failed");
 	if (SPI_processed == 0)
@@ -172,6 +176,7 @@ ReadGcRow(HeapTuple tuple, TupleDesc desc, GcRow *r)
 	r->row.refill_pending = false;
 	zone = SPI_getbinval(tuple, desc, 8, &isnull);
 	r->zone_name = isnull ? NULL : TextDatumGetCString(zone);
+	r->params = DatumGetTextPCopy(SPI_getbinval(tuple, desc, 9, &isnull));
 }
 
 /*
@@ -231,7 +236,7 @@ rl_gc(PG_FUNCTION_ARGS)
 	RlSpiConnectAs(RlGetStateTable()->owner, &session);
 	portal = SPI_cursor_open_with_args(NULL,
 									   "SELECT s.key, s.zone_id, s.tokens, s.token_fraction,"
-									   " s.updated_at, s.counter, s.entries, z.zone"
+									   " s.updated_at, s.counter, s.entries, z.zone, s.params"
 									   " FROM " RL_INTERNAL_SCHEMA ".state s"
 									   " LEFT JOIN " RL_INTERNAL_SCHEMA ".zone z"
 									   " ON z.zone_id OPERATOR(pg_catalog.=) s.zone_id"

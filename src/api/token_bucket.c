@@ -1,11 +1,13 @@
 /*
  * token_bucket.c -- rl_token_bucket(id, rate, window, cost): an ad-hoc
- * token bucket per id, no zone needed; returns the whole tokens left, or -1
- * when refused.
+ * token bucket per id and parameters, no zone needed; returns the whole
+ * tokens left, or -1 when refused.
  */
 #include "postgres.h"
 
+#include "common/shortest_dec.h"
 #include "fmgr.h"
+#include "utils/memutils.h"
 
 #include "base/args.h"
 #include "decision/decide.h"
@@ -55,6 +57,40 @@ ReportTokenBucketError(RlParamError error, double rate, double window, int64 cos
 	}
 }
 
+/*
+ * What names the bucket beside its id: "rate:window", each the shortest
+ * text that reads back as the same float8 (what float8out prints, whatever
+ * extra_float_digits says; no two values share one, and neither holds a
+ * ':').  A call with other parameters has a bucket of its own: a larger
+ * rate cannot refill another caller's bucket of the same id.
+ */
+static text *
+BucketParams(double rate, double window)
+{
+	/* Callers mostly pass the same parameters: the last text is kept. */
+	static double last_rate = 0;	/* no call has rate 0 */
+	static double last_window = 0;
+	static text *last_params = NULL;
+	char		buf[2 * DOUBLE_SHORTEST_DECIMAL_LEN];
+	int			len;
+
+	StaticAssertStmt(sizeof(buf) <= RL_MAX_PARAMS_BYTES, "params fit the shmem key buffer");
+	/* Both are positive and finite (checked): == is float8 identity. */
+	if (rate == last_rate && window == last_window)
+		return last_params;
+	len = double_to_shortest_decimal_bufn(rate, buf);
+	buf[len++] = ':';
+	len += double_to_shortest_decimal_bufn(window, buf + len);
+	if (last_params != NULL)
+		pfree(last_params);
+	last_params = MemoryContextAlloc(TopMemoryContext, VARHDRSZ + len);
+	SET_VARSIZE(last_params, VARHDRSZ + len);
+	memcpy(VARDATA(last_params), buf, len);
+	last_rate = rate;
+	last_window = window;
+	return last_params;
+}
+
 Datum
 rl_token_bucket(PG_FUNCTION_ARGS)
 {
@@ -65,7 +101,6 @@ rl_token_bucket(PG_FUNCTION_ARGS)
 
 	RlPrepareAdHocCall(&call, "rl_token_bucket", RlCheckedKey(fcinfo, 0, "id"),
 					   RL_ZONE_ID_TOKEN_BUCKET, 0);
-	RlLocate(&call);
 	RlRequireNotNull(fcinfo, 1, "rate");
 	RlRequireNotNull(fcinfo, 2, "window");
 	RlRequireNotNull(fcinfo, 3, "cost");
@@ -74,6 +109,8 @@ rl_token_bucket(PG_FUNCTION_ARGS)
 	cost = PG_GETARG_INT32(3);
 	ReportTokenBucketError(rl_token_bucket_limit(rate, window, cost, &call.request.limit.bucket),
 						   rate, window, cost);
+	call.request.key.params = BucketParams(rate, window);
+	RlLocate(&call);
 	call.request.limit.is_bucket = true;
 	call.cost = cost;
 	RlTake(&call, "rl_token_bucket()");

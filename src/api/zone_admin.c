@@ -1,7 +1,8 @@
 /*
  * zone_admin.c -- what the zone table's SQL calls in C: the definition
  * check of rl_zone_set, the trigger that tells every backend a zone
- * changed, and the stores' part of dropping a zone and of a cron refill.
+ * changed, the stores' part of dropping a zone and of a cron refill, and
+ * the decision clock the refill is metered by.
  */
 #include "postgres.h"
 
@@ -13,6 +14,7 @@
 #include "utils/inval.h"
 #include "utils/rel.h"
 
+#include "base/clock.h"
 #include "base/spi_exec.h"
 #include "decision/decide.h"
 #include "decision/zone.h"
@@ -23,6 +25,7 @@ PG_FUNCTION_INFO_V1(rl_zone_changed);
 PG_FUNCTION_INFO_V1(rl_zones_changed);
 PG_FUNCTION_INFO_V1(rl_forget_zone_state);
 PG_FUNCTION_INFO_V1(rl_flush_zone_state);
+PG_FUNCTION_INFO_V1(rl_clock);
 
 /* ratelimit.check_zone(algorithm, rate, period, burst, store) */
 Datum
@@ -171,4 +174,14 @@ rl_flush_zone_state(PG_FUNCTION_ARGS)
 {
 	RlFlushZoneState(PG_GETARG_INT32(0));
 	PG_RETURN_VOID();
+}
+
+/*
+ * ratelimit.clock(): the time a decision would be taken at now (the test
+ * clock, ratelimit.now_override, when a superuser set it).
+ */
+Datum
+rl_clock(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_TIMESTAMPTZ(RlNow());
 }

@@ -34,8 +34,8 @@
 #include "store/row_direct.h"
 #include "store/state_table.h"
 
-/* ratelimit.state's columns; the first three are the primary key. */
-#define STATE_COLUMNS 9
+/* ratelimit.state's columns; the first three and the last are the primary key. */
+#define STATE_COLUMNS 10
 #define KEY_ATTNUM 1
 #define ZONE_ATTNUM 2
 #define PART_ATTNUM 3
@@ -45,7 +45,8 @@
 #define COUNTER_ATTNUM 7
 #define ENTRIES_ATTNUM 8
 #define REFILL_ATTNUM 9
-#define KEY_COLUMNS 3
+#define PARAMS_ATTNUM 10
+#define KEY_COLUMNS 4			/* key, zone_id, part, params: the index's order */
 
 /* Distinguishes our key locks from users' pg_advisory_* locks in pg_locks. */
 #define KEY_LOCK_CLASS 0x524C
@@ -118,6 +119,7 @@ StoreRowInSlot(TupleTableSlot *slot, const RlStateKey *key, const RlStateRow *ro
 	slot->tts_values[KEY_ATTNUM - 1] = PointerGetDatum(key->key);
 	slot->tts_values[ZONE_ATTNUM - 1] = Int32GetDatum(key->zone_id);
 	slot->tts_values[PART_ATTNUM - 1] = Int32GetDatum(key->part);
+	slot->tts_values[PARAMS_ATTNUM - 1] = PointerGetDatum(RlStateKeyParams(key));
 	slot->tts_values[TOKENS_ATTNUM - 1] = Int64GetDatum(row->tokens);
 	slot->tts_values[FRACTION_ATTNUM - 1] = Float8GetDatum(row->fraction);
 	slot->tts_values[STAMP_ATTNUM - 1] = TimestampTzGetDatum(row->stamp);
@@ -173,6 +175,8 @@ FindRow(DirectTable *t, const RlStateKey *key, bool peek, RlStateRow *row, ItemP
 	skey[0].sk_collation = t->index->rd_indcollation[0];
 	ScanKeyInit(&skey[1], 2, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(key->zone_id));
 	ScanKeyInit(&skey[2], 3, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(key->part));
+	ScanKeyInit(&skey[3], 4, BTEqualStrategyNumber, F_TEXTEQ, PointerGetDatum(RlStateKeyParams(key)));
+	skey[3].sk_collation = t->index->rd_indcollation[3];
 	scan = RlIndexBeginScan(t->rel, t->index, snapshot, KEY_COLUMNS);
 
 	for (;;)
@@ -240,7 +244,7 @@ CreateStateTableEState(Relation rel, ResultRelInfo **rri)
 	rte->relid = RelationGetRelid(rel);
 	rte->relkind = rel->rd_rel->relkind;
 	rte->rellockmode = RowExclusiveLock;
-	for (int attnum = TOKENS_ATTNUM; attnum <= STATE_COLUMNS; attnum++)
+	for (int attnum = TOKENS_ATTNUM; attnum <= REFILL_ATTNUM; attnum++)
 		updated_cols = bms_add_member(updated_cols, attnum - FirstLowInvalidHeapAttributeNumber);
 	RlInitRangeTable(estate, rte, updated_cols);
 
@@ -295,9 +299,13 @@ DirectFetch(void *handle, const RlStateKey *key, RlFetchMode mode, RlStateRow *r
 static void
 KeyInsertLockTag(LOCKTAG *tag, Oid relid, const RlStateKey *key)
 {
+	const text *params = RlStateKeyParams(key);
 	uint64		seed = ((uint64) relid << 32) ^ ((uint64) (uint32) key->zone_id << 16) ^ (uint32) key->part;
 	uint64		hash = hash_bytes_extended((const unsigned char *) VARDATA_ANY(key->key),
 										   VARSIZE_ANY_EXHDR(key->key), seed);
+
+	hash = hash_bytes_extended((const unsigned char *) VARDATA_ANY(params),
+							   VARSIZE_ANY_EXHDR(params), hash);
 
 	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (hash >> 32), (uint32) hash,
 						 KEY_LOCK_CLASS);

@@ -32,23 +32,23 @@ typedef enum SpiStatement
 
 #define STATE_TABLE RL_INTERNAL_SCHEMA ".state"
 #define WHERE_KEY " WHERE key OPERATOR(pg_catalog.=) $1 AND zone_id OPERATOR(pg_catalog.=) $2" \
-	" AND part OPERATOR(pg_catalog.=) $3"
+	" AND part OPERATOR(pg_catalog.=) $3 AND params OPERATOR(pg_catalog.=) $4"
 #define ROW_COLUMNS "tokens, token_fraction, updated_at, counter, entries, refill_pending"
 
 static const char *const statement_sql[SPI_STATEMENT_COUNT] = {
 	[SPI_FETCH_FOR_UPDATE] = "SELECT " ROW_COLUMNS " FROM " STATE_TABLE WHERE_KEY " FOR UPDATE",
 	[SPI_PEEK] = "SELECT " ROW_COLUMNS " FROM " STATE_TABLE WHERE_KEY,
 	[SPI_INSERT] =
-	"INSERT INTO " STATE_TABLE " (key, zone_id, part, " ROW_COLUMNS ")"
-	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (key, zone_id, part) DO NOTHING",
+	"INSERT INTO " STATE_TABLE " (key, zone_id, part, params, " ROW_COLUMNS ")"
+	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (key, zone_id, part, params) DO NOTHING",
 	[SPI_REPLACE] =
-	"UPDATE " STATE_TABLE " SET tokens = $4, token_fraction = $5, updated_at = $6,"
-	" counter = $7, entries = $8, refill_pending = $9" WHERE_KEY,
+	"UPDATE " STATE_TABLE " SET tokens = $5, token_fraction = $6, updated_at = $7,"
+	" counter = $8, entries = $9, refill_pending = $10" WHERE_KEY,
 	[SPI_REMOVE] = "DELETE FROM " STATE_TABLE WHERE_KEY,
 };
 
 static const int statement_nargs[SPI_STATEMENT_COUNT] = {
-	[SPI_FETCH_FOR_UPDATE] = 3,[SPI_PEEK] = 3,[SPI_INSERT] = 9,[SPI_REPLACE] = 9,[SPI_REMOVE] = 3,
+	[SPI_FETCH_FOR_UPDATE] = 4,[SPI_PEEK] = 4,[SPI_INSERT] = 10,[SPI_REPLACE] = 10,[SPI_REMOVE] = 4,
 };
 
 static SPIPlanPtr saved_plans[SPI_STATEMENT_COUNT];
@@ -74,29 +74,30 @@ SpiEnd(void *handle)
 static uint64
 RunStatement(SpiStatement which, const RlStateKey *key, const RlStateRow *in, RlStateRow *out)
 {
-	static Oid	argtypes[9] = {TEXTOID, INT4OID, INT4OID, INT8OID, FLOAT8OID,
+	static Oid	argtypes[10] = {TEXTOID, INT4OID, INT4OID, TEXTOID, INT8OID, FLOAT8OID,
 	TIMESTAMPTZOID, INT8OID, BYTEAOID, BOOLOID};
-	Datum		values[9];
-	char		nulls[9] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	Datum		values[10];
+	char		nulls[10] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
 	uint64		processed;
 	int			rc;
 
 	values[0] = PointerGetDatum(key->key);
 	values[1] = Int32GetDatum(key->zone_id);
 	values[2] = Int32GetDatum(key->part);
+	values[3] = PointerGetDatum(RlStateKeyParams(key));
 	if (in != NULL)
 	{
-		values[3] = Int64GetDatum(in->tokens);
-		values[4] = Float8GetDatum(in->fraction);
-		values[5] = TimestampTzGetDatum(in->stamp);
-		values[6] = Int64GetDatum(in->counter);
-		values[7] = PointerGetDatum(in->entries);
+		values[4] = Int64GetDatum(in->tokens);
+		values[5] = Float8GetDatum(in->fraction);
+		values[6] = TimestampTzGetDatum(in->stamp);
+		values[7] = Int64GetDatum(in->counter);
+		values[8] = PointerGetDatum(in->entries);
 		if (in->entries == NULL)
-			nulls[7] = 'n';
-		/* NULL, not false: only rows the refill job must visit are indexed. */
-		values[8] = BoolGetDatum(true);
-		if (!in->refill_pending)
 			nulls[8] = 'n';
+		/* NULL, not false: only rows the refill job must visit are indexed. */
+		values[9] = BoolGetDatum(true);
+		if (!in->refill_pending)
+			nulls[9] = 'n';
 	}
 
 	/*

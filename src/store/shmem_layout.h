@@ -78,6 +78,7 @@
 
 #include "base/key_hash.h"
 #include "core/rl_core.h"
+#include "store/store.h"
 
 /*
  * As many ways as 16-bit tags fit beside the set's lock in its first cache
@@ -261,7 +262,12 @@ ForeignEntry(WayRef ref)
 	return &rl_shmem_sets[WayRefSet(ref)].entries[WayRefWay(ref)];
 }
 
-/* The identity of a key in the table: its hash, and what is compared. */
+/*
+ * The identity of a key in the table: its hash, and what is compared.  An
+ * rl_token_bucket bucket is its id and its parameters: an id kept as it is
+ * matches only the entry whose limit is the bucket's (match_bucket); a
+ * hashed one is the hash of both.
+ */
 typedef struct ShmemKey
 {
 	uint32		hash_high;
@@ -270,6 +276,8 @@ typedef struct ShmemKey
 	int32		zone_id;
 	uint8		key_len;
 	char		key[RL_SHMEM_INLINE_KEY];
+	bool		match_bucket;
+	RlTokenBucketLimit bucket;
 } ShmemKey;
 
 static inline uint16
@@ -296,7 +304,12 @@ EntryMatches(const ShmemEntry *entry, const ShmemKey *key)
 {
 	return entry->hash_high == key->hash_high && entry->dbid == key->dbid &&
 		entry->zone_id == key->zone_id && entry->key_len == key->key_len &&
-		memcmp(entry->key, key->key, key->key_len == RL_SHMEM_KEY_HASHED ? 16 : key->key_len) == 0;
+		memcmp(entry->key, key->key, key->key_len == RL_SHMEM_KEY_HASHED ? 16 : key->key_len) == 0 &&
+		(!key->match_bucket ||
+		 (entry->limit_kind == RL_SHMEM_KIND_BUCKET &&
+		  entry->limit.bucket.refill_tokens == key->bucket.refill_tokens &&
+		  entry->limit.bucket.refill_interval_us == key->bucket.refill_interval_us &&
+		  entry->limit.bucket.capacity == key->bucket.capacity));
 }
 
 /* The entry of the set that holds key, or -1. */
@@ -477,5 +490,10 @@ extern bool RlLeastHarm(ShmemSet *set, uint32 index, const ShmemKey *key, Timest
 
 /* Counts an eviction: evicted and forgiven for its zone, one key less. */
 extern void RlCountEvicted(const RlEvicted *evicted);
+
+/* ---- shmem_store.c ---- */
+
+/* The entry's state as a stored row (no entries, nothing to refill). */
+extern void RlShmemEntryRow(const ShmemEntry *entry, RlStateRow *row);
 
 #endif							/* RL_SHMEM_LAYOUT_H */

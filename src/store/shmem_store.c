@@ -11,6 +11,7 @@
 #include "miscadmin.h"
 #include "storage/shmem.h"
 
+#include "base/args.h"
 #include "base/counters.h"
 #include "base/pg_compat.h"
 #include "base/settings.h"
@@ -28,8 +29,8 @@ RlRequireShmemStore(void)
 						 "(shared_preload_libraries = 'ratelimit') and restart the server.")));
 }
 
-static void
-EntryRow(const ShmemEntry *entry, RlStateRow *row)
+void
+RlShmemEntryRow(const ShmemEntry *entry, RlStateRow *row)
 {
 	row->tokens = entry->tokens;
 	row->fraction = entry->fraction;
@@ -79,6 +80,36 @@ FillEntry(ShmemEntry *entry, const ShmemKey *key, const RlKeyLimit *limit, const
 	SetEntryState(entry, row, limit);
 }
 
+/* Room for the bytes KeyBytes composes. */
+typedef struct KeyBuffer
+{
+	char		bytes[RL_MAX_KEY_BYTES + 1 + RL_MAX_PARAMS_BYTES];
+} KeyBuffer;
+
+/*
+ * The bytes that place a key in shared memory (and stand for it when it is
+ * kept as a hash): the key's own, and for an ad-hoc bucket a NUL (which no
+ * text holds) and its parameters, so that a call with other parameters has
+ * a bucket of its own.  Raises nothing.
+ */
+static const char *
+KeyBytes(const RlStateKey *key, KeyBuffer *buffer, int *len)
+{
+	int			key_len = VARSIZE_ANY_EXHDR(key->key);
+	int			params_len;
+
+	*len = key_len;
+	if (key->params == NULL)
+		return VARDATA_ANY(key->key);
+	params_len = VARSIZE_ANY_EXHDR(key->params);
+	Assert(key_len <= RL_MAX_KEY_BYTES && params_len <= RL_MAX_PARAMS_BYTES);
+	memcpy(buffer->bytes, VARDATA_ANY(key->key), key_len);
+	buffer->bytes[key_len] = '\0';
+	memcpy(buffer->bytes + key_len + 1, VARDATA_ANY(key->params), params_len);
+	*len = key_len + 1 + params_len;
+	return buffer->bytes;
+}
+
 /*
  * The hash of a key, its zone and the database, keyed by the server's
  * secret: it picks the set and the tag.
@@ -86,28 +117,46 @@ FillEntry(ShmemEntry *entry, const ShmemKey *key, const RlKeyLimit *limit, const
 static uint64
 KeyHash(const RlStateKey *key)
 {
-	return RlKeyPlacementHash(MyDatabaseId, key->zone_id, VARDATA_ANY(key->key),
-							  VARSIZE_ANY_EXHDR(key->key));
+	KeyBuffer	buffer;
+	int			len;
+	const char *bytes = KeyBytes(key, &buffer, &len);
+
+	return RlKeyPlacementHash(MyDatabaseId, key->zone_id, bytes, len);
 }
 
+/*
+ * A key short enough is kept as it is (rl_keys shows it); an ad-hoc
+ * bucket's parameters are then matched as its limit, which a bucket's
+ * entry always holds (limit is the call's: NULL where the key has no
+ * parameters).  A longer one is kept as the hash of its bytes, parameters
+ * included.
+ */
 static void
-MakeShmemKey(const RlStateKey *key, uint64 hash, ShmemKey *out)
+MakeShmemKey(const RlStateKey *key, const RlKeyLimit *limit, uint64 hash, ShmemKey *out)
 {
-	const char *bytes = VARDATA_ANY(key->key);
-	int			len = VARSIZE_ANY_EXHDR(key->key);
+	int			key_len = VARSIZE_ANY_EXHDR(key->key);
 
 	memset(out, 0, sizeof(*out));
 	out->hash_high = (uint32) (hash >> 32);
 	out->tag = TagOf(hash);
 	out->dbid = MyDatabaseId;
 	out->zone_id = key->zone_id;
-	if (len <= RL_SHMEM_INLINE_KEY)
+	if (key_len <= RL_SHMEM_INLINE_KEY)
 	{
-		out->key_len = (uint8) len;
-		memcpy(out->key, bytes, len);
+		out->key_len = (uint8) key_len;
+		memcpy(out->key, VARDATA_ANY(key->key), key_len);
+		if (key->params != NULL)
+		{
+			Assert(limit != NULL && limit->is_bucket);
+			out->match_bucket = true;
+			out->bucket = limit->bucket;
+		}
 	}
 	else
 	{
+		KeyBuffer	buffer;
+		int			len;
+		const char *bytes = KeyBytes(key, &buffer, &len);
 		uint64		digest[2];
 
 		RlKeyDigest(bytes, len, digest);
@@ -199,7 +248,7 @@ ShmemDecide(RlStoreCall *call, RlDecideFn decide, void *arg, bool peek)
 	RlEvicted	evicted = {0};	/* a key forgotten for this one */
 
 	RlRequireShmemStore();
-	MakeShmemKey(key, call->located_hash, &skey);
+	MakeShmemKey(key, &call->limit, call->located_hash, &skey);
 
 retry:
 	set = LockKeySet(skey.hash_high, &set_index);
@@ -209,7 +258,7 @@ retry:
 	{
 		RlStateRow	current;
 
-		EntryRow(found, &current);
+		RlShmemEntryRow(found, &current);
 		if (decide(&current, &next, arg, NULL) && !peek)
 			SetEntryState(found, &next, limit);
 	}
@@ -324,7 +373,7 @@ ShmemUpdateTogether(RlStoreCall **calls, void **args, int n, RlDecideFn decide,
 	RlRequireShmemStore();
 	for (int i = 0; i < n; i++)
 	{
-		MakeShmemKey(&calls[i]->key, calls[i]->located_hash, &keys[i]);
+		MakeShmemKey(&calls[i]->key, &calls[i]->limit, calls[i]->located_hash, &keys[i]);
 		outcomes[i] = RL_STORE_DECIDED;
 	}
 	for (int attempt = 0;; attempt++)
@@ -381,7 +430,7 @@ ShmemUpdateTogether(RlStoreCall **calls, void **args, int n, RlDecideFn decide,
 		{
 			RlStateRow	current;
 
-			EntryRow(entries[i], &current);
+			RlShmemEntryRow(entries[i], &current);
 			changed[i] = decide(&current, &next[i], args[i], NULL);
 		}
 		admitted = admit(admit_arg);
@@ -466,7 +515,8 @@ ShmemRemove(const RlStateKey *key, RlStateRow *removed)
 	/* A removed head row is read only for parts, which no shmem key has. */
 	memset(removed, 0, sizeof(*removed));
 	RlRequireShmemStore();
-	MakeShmemKey(key, KeyHash(key), &skey);
+	Assert(key->params == NULL);	/* zones' keys only (rl_reset, rl_zone_drop) */
+	MakeShmemKey(key, NULL, KeyHash(key), &skey);
 	set_index = SetIndexOf(skey.hash_high, pg_atomic_read_u64(&rl_shmem->shape));
 	set = LockKeySet(skey.hash_high, &set_index);
 	index = FindInSet(set, &skey);
@@ -563,86 +613,6 @@ ShmemRelimitZone(int32 zone_id, const RlZoneLimit *limit)
 	(void) VisitZoneEntries(zone_id, limit);
 }
 
-/* One entry as a key scan shows it. */
-static void
-VisitEntry(const ShmemEntry *entry, RlShmemKeyVisitor visit, void *arg)
-{
-	RlShmemKeyInfo info;
-
-	memset(&info, 0, sizeof(info));
-	info.zone_id = entry->zone_id;
-	if (entry->key_len != RL_SHMEM_KEY_HASHED)
-	{
-		info.key = entry->key;
-		info.key_len = entry->key_len;
-	}
-	if (entry->limit_kind == RL_SHMEM_KIND_BUCKET)
-	{
-		info.limit.is_bucket = true;
-		info.limit.bucket = entry->limit.bucket;
-	}
-	else
-		info.limit.zone = RlEntryZoneLimit(entry);
-	EntryRow(entry, &info.state);
-	visit(&info, arg);
-}
-
-/*
- * Copies each set's entries under its lock and shows them after it: no
- * allocation (nor a visitor's work) under a spinlock.
- */
-void
-RlShmemScanKeys(RlShmemKeyVisitor visit, void *arg)
-{
-	uint64		shape;
-
-	if (rl_shmem == NULL)
-		return;					/* not preloaded: no keys */
-	/* No split while scanning: a key moved to a later set would show twice. */
-	LWLockAcquire(rl_grow_lock, LW_SHARED);
-	shape = pg_atomic_read_u64(&rl_shmem->shape);
-	for (uint32 s = NextSetInUse(0, shape); s < rl_shmem->nsets; s = NextSetInUse(s + 1, shape))
-	{
-		ShmemSet   *set = SetAt(s);
-		ShmemEntry	copies[RL_SHMEM_WAYS];
-		int			count = 0;
-		uint32		chain_done = 0; /* entries of the chain already shown */
-		bool		chain_left;
-
-		/* The set's own keys first, then its chain, a bufferful at a time. */
-		SpinLockAcquire(&set->mutex);
-		for (int i = 0; i < RL_SHMEM_WAYS; i++)
-			if (NativeTag(set->tags[i]) && set->entries[i].dbid == MyDatabaseId)
-				copies[count++] = set->entries[i];
-		SpinLockRelease(&set->mutex);
-		do
-		{
-			uint32		position = 0;
-
-			for (int i = 0; i < count; i++)
-				VisitEntry(&copies[i], visit, arg);
-			count = 0;
-			chain_left = false;
-			SpinLockAcquire(&set->mutex);
-			for (WayRef ref = rl_overflow_heads[s]; ref != 0; ref = ForeignEntry(ref)->overflow_next)
-			{
-				if (position++ < chain_done)
-					continue;
-				if (count == RL_SHMEM_WAYS)
-				{
-					chain_left = true;
-					break;
-				}
-				chain_done++;
-				if (ForeignEntry(ref)->dbid == MyDatabaseId)
-					copies[count++] = *ForeignEntry(ref);
-			}
-			SpinLockRelease(&set->mutex);
-		} while (count > 0 || chain_left);
-	}
-	LWLockRelease(rl_grow_lock);
-}
-
 /*
  * The set a key belongs to once every set is in use (a store that is still
  * growing holds it in the set this one splits from).
@@ -650,7 +620,7 @@ RlShmemScanKeys(RlShmemKeyVisitor visit, void *arg)
 int32
 RlShmemPlacement(int32 zone_id, text *key)
 {
-	RlStateKey	state_key = {key, zone_id, 0};
+	RlStateKey	state_key = {key, zone_id, 0, NULL};
 
 	RlRequireShmemStore();
 	return (int32) FinalSetIndexOf((uint32) (KeyHash(&state_key) >> 32));

@@ -3,6 +3,8 @@
  */
 #include "postgres.h"
 
+#include "utils/memutils.h"
+
 #include "base/settings.h"
 #include "store/shmem_leases.h"
 #include "store/shmem_store.h"
@@ -76,6 +78,21 @@ RlStoreForKey(RlStoreKind kind, text *key)
 		return &RlShmemLeaseStore;
 	}
 	return TableStoreForKey(key);
+}
+
+text *
+RlStateKeyParams(const RlStateKey *key)
+{
+	static text *none = NULL;
+
+	if (key->params != NULL)
+		return key->params;
+	if (none == NULL)
+	{
+		none = MemoryContextAlloc(TopMemoryContext, VARHDRSZ);
+		SET_VARSIZE(none, VARHDRSZ);
+	}
+	return none;
 }
 
 /* For what concerns a whole zone (its keys on this node). */

@@ -31,15 +31,25 @@ typedef enum RlStoreKind
 /*
  * Which row: a key's state in a zone (zone_id 0 is rl_token_bucket's ad-hoc
  * buckets, -1 rl_gcra's), part 0 its head row; the exact sliding window
- * keeps sealed chunks of its log in parts 1 and up.  The table's primary
- * key is (key, zone_id, part): every row of a key shards with the key.
+ * keeps sealed chunks of its log in parts 1 and up.  An ad-hoc bucket is
+ * named by its parameters too ("rate:window", see token_bucket.c): a call
+ * with other parameters has a bucket of its own.  The table's primary key
+ * is (key, zone_id, part, params): every row of a key shards with the key
+ * (Citus routes by the key alone).
  */
 typedef struct RlStateKey
 {
 	text	   *key;
 	int32		zone_id;
 	int32		part;
+	text	   *params;			/* NULL for every row but an ad-hoc bucket's ('' stored) */
 } RlStateKey;
+
+/* The longest params an ad-hoc bucket has: two float8s' shortest text and ':'. */
+#define RL_MAX_PARAMS_BYTES 64
+
+/* The params column of key's row: '' unless the key has parameters. */
+extern text *RlStateKeyParams(const RlStateKey *key);
 
 #define RL_ZONE_ID_TOKEN_BUCKET 0
 #define RL_ZONE_ID_GCRA (-1)

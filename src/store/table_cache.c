@@ -51,7 +51,18 @@ HashKey(const void *key, Size keysize)
 								  VARSIZE_ANY_EXHDR(k->key));
 
 	hash = hash_combine(hash, murmurhash32((uint32) k->zone_id));
+	if (k->params != NULL)
+		hash = hash_combine(hash, hash_bytes((const unsigned char *) VARDATA_ANY(k->params),
+											 VARSIZE_ANY_EXHDR(k->params)));
 	return hash_combine(hash, murmurhash32((uint32) k->part));
+}
+
+static bool
+SameText(const text *a, const text *b)
+{
+	int			len = VARSIZE_ANY_EXHDR(a);
+
+	return len == (int) VARSIZE_ANY_EXHDR(b) && memcmp(VARDATA_ANY(a), VARDATA_ANY(b), len) == 0;
 }
 
 static int
@@ -59,12 +70,24 @@ MatchKey(const void *key1, const void *key2, Size keysize)
 {
 	const RlStateKey *a = key1;
 	const RlStateKey *b = key2;
-	int			len = VARSIZE_ANY_EXHDR(a->key);
 
-	if (a->zone_id != b->zone_id || a->part != b->part ||
-		len != (int) VARSIZE_ANY_EXHDR(b->key))
+	if (a->zone_id != b->zone_id || a->part != b->part || !SameText(a->key, b->key))
 		return 1;
-	return memcmp(VARDATA_ANY(a->key), VARDATA_ANY(b->key), len);
+	if (a->params == NULL || b->params == NULL)
+		return a->params != b->params;
+	return !SameText(a->params, b->params);
+}
+
+static text *
+CopyText(MemoryContext context, const text *value)
+{
+	text	   *copy;
+
+	if (value == NULL)
+		return NULL;
+	copy = MemoryContextAlloc(context, VARSIZE_ANY(value));
+	memcpy(copy, value, VARSIZE_ANY(value));
+	return copy;
 }
 
 static void
@@ -208,8 +231,8 @@ RlCacheRemember(const RlStateKey *key, const RlStateRow *row, const RlRowRef *re
 	}
 	else
 	{
-		entry->key.key = MemoryContextAlloc(TopTransactionContext, VARSIZE_ANY(key->key));
-		memcpy(entry->key.key, key->key, VARSIZE_ANY(key->key));
+		entry->key.key = CopyText(TopTransactionContext, key->key);
+		entry->key.params = CopyText(TopTransactionContext, key->params);
 		entry->entries_buf = NULL;
 		entry->entries_cap = 0;
 		entry->undo_subid = subid;

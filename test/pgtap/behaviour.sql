@@ -308,8 +308,8 @@ SELECT is(rl_token_bucket('bh-sp-many-new', 2, 60, 0), 120::bigint,
 
 -- A key whose row existed before the transaction's first touch of it,
 -- first touched inside a savepoint that is rolled back.
-INSERT INTO ratelimit.token_bucket (id, tokens, updated_at)
-VALUES ('bh-sp-existing', 5, '2026-01-01 00:00:00+00');
+INSERT INTO ratelimit.state (key, zone_id, part, params, tokens, updated_at)
+VALUES ('bh-sp-existing', 0, 0, '1:10', 5, '2026-01-01 00:00:00+00');
 SAVEPOINT sp4;
 SELECT rl_token_bucket('bh-sp-existing', 1, 10, 1) AS sp4_a,
        rl_token_bucket('bh-sp-existing', 1, 10, 1) AS sp4_b \gset
@@ -471,16 +471,17 @@ SELECT is(pg_temp.take_at(201000000, 'bh-back3', 1, 10, 0), 1::bigint,
 SET LOCAL ratelimit.now_override = '2026-01-01 00:00:00+00';
 
 -------------------------------------------------------------------------
--- A lower capacity clamps the tokens held; a higher one adds none.
+-- Another capacity (window) is another bucket of the same id: a smaller
+-- one does not clamp the first, a larger one neither refills nor drains it.
 -------------------------------------------------------------------------
 SELECT is(rl_token_bucket('bh-cap', 1, 10), 9::bigint, 'cap: 9 of 10');
-SELECT is(rl_token_bucket('bh-cap', 1, 3, 0), 3::bigint, 'cap: peek with capacity 3 sees 3');
-SELECT is(rl_token_bucket('bh-cap', 1, 3), 2::bigint, 'cap: a call with capacity 3 leaves 2');
-SELECT is(rl_token_bucket('bh-cap', 1, 10, 0), 2::bigint, 'cap: capacity 10 again gives nothing back');
-SELECT is(rl_token_bucket('bh-cap', 1, 100, 0), 2::bigint, 'cap: capacity 100 adds nothing either');
-SELECT is(pg_temp.take_at(5000000, 'bh-cap', 1, 10), 6::bigint, 'cap: 5 s later 2 + 5 - 1');
-SELECT is(pg_temp.take_at(5000000, 'bh-cap', 1, 2, 0), 2::bigint, 'cap: a peek with capacity 2 sees 2');
-SELECT is(pg_temp.take_at(5000000, 'bh-cap', 1, 10, 0), 6::bigint, 'cap: the peek changed nothing');
+SELECT is(rl_token_bucket('bh-cap', 1, 3, 0), 3::bigint, 'cap: capacity 3 is a bucket of its own, full: 3');
+SELECT is(rl_token_bucket('bh-cap', 1, 3), 2::bigint, 'cap: a call with capacity 3 leaves it 2');
+SELECT is(rl_token_bucket('bh-cap', 1, 10, 0), 9::bigint, 'cap: the bucket of capacity 10 still holds 9');
+SELECT is(rl_token_bucket('bh-cap', 1, 100, 0), 100::bigint, 'cap: capacity 100 is full, and gives the first nothing');
+SELECT is(pg_temp.take_at(5000000, 'bh-cap', 1, 10), 9::bigint, 'cap: 5 s later 9 + 5, capped at 10, - 1');
+SELECT is(pg_temp.take_at(5000000, 'bh-cap', 1, 3, 0), 3::bigint, 'cap: ... capacity 3: 2 + 5, capped at 3');
+SELECT is(pg_temp.take_at(5000000, 'bh-cap', 1, 10, 0), 9::bigint, 'cap: the peek changed nothing');
 SELECT is(pg_temp.take_at(100000000, 'bh-cap', 1, 10, 0), 10::bigint, 'cap: refill stops at the capacity');
 SET LOCAL ratelimit.now_override = '2026-01-01 00:00:00+00';
 

@@ -2,7 +2,10 @@
 -- rl_cron_refill, rl_cron_enable and rl_cron_disable gets its SQLSTATE
 -- (and, where it matters, its hint) and changes nothing: no zone, no state,
 -- no tick, no grant.  An ordinary role can neither run the refill nor
--- manage jobs nor write the state; it decides once granted (rl_grant).
+-- manage jobs nor write the state; it decides once granted (rl_grant).  The
+-- run_as role, granted what rl_cron_enable grants (EXECUTE on
+-- rl_cron_refill, SECURITY DEFINER), refills at most once a tick and can do
+-- nothing else.
 --
 -- Runs in a database with pgTAP and ratelimit but without pg_cron, on a
 -- server that preloads pg_cron with cron.database_name = 'postgres' (as
@@ -23,7 +26,7 @@ SET LOCAL datestyle = 'ISO, YMD';
 SET LOCAL intervalstyle = 'postgres';
 SET LOCAL client_min_messages = warning;
 
-SELECT plan(135);
+SELECT plan(142);
 
 SET LOCAL ratelimit.now_override = '2026-01-01 00:00:00+00';
 
@@ -97,7 +100,8 @@ CREATE FUNCTION pg_temp.snapshot() RETURNS void LANGUAGE sql AS $$
     DELETE FROM zones_before; INSERT INTO zones_before SELECT * FROM ratelimit.zone;
     DELETE FROM state_before; INSERT INTO state_before SELECT * FROM ratelimit.state;
 $$;
--- What a role holds of what rl_cron_enable would grant it.
+-- What a role holds on the state, the zones and the refill's functions
+-- (rl_cron_enable grants its run_as role the fifth alone).
 CREATE FUNCTION pg_temp.granted(role name) RETURNS text LANGUAGE sql AS $$
     SELECT concat_ws(',', has_schema_privilege(role, 'ratelimit', 'USAGE'),
                      has_table_privilege(role, 'ratelimit.zone', 'SELECT'),
@@ -305,10 +309,13 @@ SELECT ok(NOT has_function_privilege('public', 'ratelimit.cron_plan(text, numeri
           'PUBLIC may not execute ratelimit.cron_plan');
 SELECT ok(NOT has_function_privilege('public', 'ratelimit.pg_cron_version()', 'EXECUTE'),
           'PUBLIC may not execute ratelimit.pg_cron_version');
-SELECT ok(NOT has_function_privilege('public', 'ratelimit.unschedule_refill(text)', 'EXECUTE'),
+SELECT ok(NOT has_function_privilege('public', 'ratelimit.unschedule_refill(int)', 'EXECUTE'),
           'PUBLIC may not execute ratelimit.unschedule_refill');
-SELECT ok(NOT has_function_privilege('public', 'ratelimit.cron_job_name(text)', 'EXECUTE'),
+SELECT ok(NOT has_function_privilege('public', 'ratelimit.cron_job_name(int)', 'EXECUTE'),
           'PUBLIC may not execute ratelimit.cron_job_name');
+SELECT ok(NOT has_function_privilege('public', 'ratelimit.clock()', 'EXECUTE')
+          AND NOT has_table_privilege('public', 'ratelimit.cron_refill_due', 'SELECT, INSERT, UPDATE, DELETE'),
+          'PUBLIC may neither execute ratelimit.clock nor touch ratelimit.cron_refill_due');
 SELECT is(pg_temp.granted('rl_pgtap_cron_user'), 'f,f,f,f,f,f,f',
           'an ordinary role holds nothing on the state, the zones or the refill');
 SELECT ok(NOT has_function_privilege('rl_pgtap_cron_user', 'rl_limit(text, text, integer)', 'EXECUTE'),
@@ -367,51 +374,86 @@ SELECT ok(NOT EXISTS (SELECT * FROM ratelimit.zone EXCEPT SELECT * FROM zones_be
           AND NOT EXISTS (SELECT * FROM zones_before EXCEPT SELECT * FROM ratelimit.zone),
           'the zones are unchanged (pc_cron''s tick too)');
 
--- EXECUTE on rl_cron_refill alone is not enough: the refill runs with the
--- caller's rights (it is not SECURITY DEFINER).
-GRANT EXECUTE ON FUNCTION rl_cron_refill(text) TO rl_pgtap_cron_user;
-SET ROLE rl_pgtap_cron_user;
-SELECT throws_ok($$SELECT rl_cron_refill('pc_cron')$$, '42501', NULL,
-                 'EXECUTE on rl_cron_refill alone: the refill is refused (42501)');
-RESET ROLE;
--- With exactly what rl_cron_enable grants its run_as role, the refill runs
--- and nothing else is allowed.
-GRANT USAGE ON SCHEMA ratelimit TO rl_pgtap_cron_user;
-GRANT SELECT ON ratelimit.zone TO rl_pgtap_cron_user;
-GRANT SELECT (zone_id, tokens, counter, refill_pending), UPDATE (tokens, counter, refill_pending)
-    ON ratelimit.state TO rl_pgtap_cron_user;
-GRANT EXECUTE ON FUNCTION ratelimit.flush_zone_state(int), ratelimit.period_micros(interval)
-    TO rl_pgtap_cron_user;
-SELECT is(pg_temp.granted('rl_pgtap_cron_user'), 't,t,t,t,t,t,t',
-          'the role now holds what rl_cron_enable grants');
-SET ROLE rl_pgtap_cron_user;
-SELECT pg_temp.result_of($$SELECT rl_cron_refill('pc_cron')$$) AS job_refilled \gset
-SELECT pg_temp.error_of($$UPDATE ratelimit.state SET updated_at = now()$$) AS job_upd_stamp,
+-- Exactly what rl_cron_enable grants its run_as role: EXECUTE on
+-- rl_cron_refill (SECURITY DEFINER) and USAGE on the extension's schema,
+-- no privilege on any table.  The role refills, once a tick, and may do
+-- nothing else.  It runs as a session of its own (SET SESSION
+-- AUTHORIZATION: session_user is the role, as when pg_cron's job connects
+-- as it); the test clock is the superuser's, set in between.
+GRANT USAGE ON SCHEMA public TO rl_pgtap_cron_run;
+GRANT EXECUTE ON FUNCTION rl_cron_refill(text) TO rl_pgtap_cron_run;
+SELECT is(pg_temp.granted('rl_pgtap_cron_run'), 'f,f,f,f,t,f,f',
+          'the role now holds what rl_cron_enable grants: EXECUTE on rl_cron_refill alone');
+-- The meter is the zone's (pc_cron: a tick of 6 s, so a run may come up to
+-- 3 s early): 00:00:00 refills and makes the next run due at 00:00:06.
+SET SESSION AUTHORIZATION rl_pgtap_cron_run;
+SELECT pg_temp.result_of($$SELECT rl_cron_refill('pc_cron')$$) AS job_refilled,
+       pg_temp.result_of($$SELECT rl_cron_refill('pc_cron')$$) AS job_again \gset
+SELECT pg_temp.error_of($$UPDATE ratelimit.state SET tokens = 1000000$$) AS job_upd_tokens,
+       pg_temp.error_of($$UPDATE ratelimit.state SET updated_at = now()$$) AS job_upd_stamp,
        pg_temp.error_of($$UPDATE ratelimit.state SET key = 'x' WHERE false$$) AS job_upd_key,
-       pg_temp.error_of($$UPDATE ratelimit.state SET zone_id = 0 WHERE false$$) AS job_upd_zone,
        pg_temp.error_of($$DELETE FROM ratelimit.state WHERE false$$) AS job_delete,
        pg_temp.error_of($$INSERT INTO ratelimit.state (key, zone_id, part, tokens, updated_at)
                           VALUES ('forged', 1, 0, 1, now())$$) AS job_insert,
        pg_temp.error_of($$SELECT key FROM ratelimit.state$$) AS job_read_key,
        pg_temp.error_of($$UPDATE ratelimit.zone SET rate = 1000000$$) AS job_upd_zone_rate,
-       pg_temp.error_of($$SELECT rl_cron_enable('pc_cron')$$) AS job_enable \gset
-RESET ROLE;
-SELECT is(:'job_refilled'::text, '2', 'with those grants the role runs the refill: 2 buckets');
+       pg_temp.error_of($$DELETE FROM ratelimit.cron_refill_due$$) AS job_delete_due,
+       pg_temp.error_of($$SELECT ratelimit.flush_zone_state(1)$$) AS job_flush,
+       pg_temp.error_of($$SELECT rl_cron_enable('pc_cron')$$) AS job_enable,
+       pg_temp.error_of($$SELECT rl_limit('pc_cron', 'k', 1)$$) AS job_limit \gset
+RESET SESSION AUTHORIZATION;
+SELECT is(:'job_refilled'::text, '2', 'the role runs the refill: 2 buckets');
 SELECT results_eq($$SELECT key COLLATE "default", tokens, counter, refill_pending FROM ratelimit.state
                     WHERE zone_id = (SELECT zone_id FROM ratelimit.zone WHERE zone = 'pc_cron') ORDER BY key$$,
                   $$VALUES ('k'::text, 8::bigint, 0::bigint, true), ('u', 8, 0, true)$$,
                   '... k and u one token more: 8');
-SELECT is(left(:'job_upd_stamp', 5), '42501'::text, '... but it may not UPDATE updated_at');
+SELECT is(:'job_again'::text, '0', '... a second run at once refills nothing (the next is due a tick later)');
+SELECT is(left(:'job_upd_tokens', 5), '42501'::text, '... it may not UPDATE the tokens');
+SELECT is(left(:'job_upd_stamp', 5), '42501'::text, '... nor updated_at');
 SELECT is(left(:'job_upd_key', 5), '42501'::text, '... nor the key');
-SELECT is(left(:'job_upd_zone', 5), '42501'::text, '... nor zone_id');
 SELECT is(left(:'job_delete', 5), '42501'::text, '... nor DELETE');
 SELECT is(left(:'job_insert', 5), '42501'::text, '... nor INSERT');
 SELECT is(left(:'job_read_key', 5), '42501'::text, '... nor read the keys');
 SELECT is(left(:'job_upd_zone_rate', 5), '42501'::text, '... nor change a zone');
+SELECT is(left(:'job_delete_due', 5), '42501'::text, '... nor reset its meter');
+SELECT is(left(:'job_flush', 5), '42501'::text, '... nor call the refill''s helpers');
 SELECT is(left(:'job_enable', 5), '42501'::text, '... nor schedule jobs');
-REVOKE ALL ON ratelimit.state, ratelimit.zone FROM rl_pgtap_cron_user;
-REVOKE ALL ON SCHEMA ratelimit FROM rl_pgtap_cron_user;
-REVOKE ALL ON FUNCTION rl_cron_refill(text) FROM rl_pgtap_cron_user;
+SELECT is(left(:'job_limit', 5), '42501'::text, '... nor decide');
+-- Runs in a loop refill no faster than the schedule: at 00:00:02 (4 s
+-- early) nothing; at 00:00:03 (3 s early) one refill, due again at
+-- 00:00:12; at 00:00:08 nothing; at 00:00:09 one.
+CREATE FUNCTION pg_temp.run_as_job_at(at text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    refilled text;
+BEGIN
+    PERFORM set_config('ratelimit.now_override', at, true);
+    SET SESSION AUTHORIZATION rl_pgtap_cron_run;
+    refilled := pg_temp.result_of($q$SELECT rl_cron_refill('pc_cron')$q$);
+    RESET SESSION AUTHORIZATION;
+    RETURN refilled;
+END $$;
+SELECT results_eq(
+    $$SELECT pg_temp.run_as_job_at(t) FROM unnest(ARRAY['2026-01-01 00:00:02+00', '2026-01-01 00:00:03+00',
+                                                         '2026-01-01 00:00:03+00', '2026-01-01 00:00:08+00',
+                                                         '2026-01-01 00:00:09+00']) WITH ORDINALITY u(t, n)
+      ORDER BY n$$,
+    ARRAY['0', '2', '0', '0', '2'],
+    'runs as the role are metered: up to half a tick early, one refill a tick');
+SELECT results_eq($$SELECT key COLLATE "default", tokens FROM ratelimit.state
+                    WHERE zone_id = (SELECT zone_id FROM ratelimit.zone WHERE zone = 'pc_cron') ORDER BY key$$,
+                  $$VALUES ('k'::text, 10::bigint), ('u', 10)$$,
+                  '... two refills more: k and u at 10');
+SELECT is((SELECT due_at FROM ratelimit.cron_refill_due
+           WHERE zone_id = (SELECT zone_id FROM ratelimit.zone WHERE zone = 'pc_cron')),
+          '2026-01-01 00:00:18+00'::timestamptz, '... the next due at 00:00:18');
+-- The owner's session is not metered (it could write the state anyway).
+SELECT allowed FROM rl_limit('pc_cron', 'k', 2) \gset
+SELECT set_config('ratelimit.now_override', '2026-01-01 00:00:09+00', true) \gset
+SELECT is(rl_cron_refill('pc_cron') + rl_cron_refill('pc_cron'), 2::bigint,
+          'a superuser''s session runs the refill as often as it likes');
+SELECT set_config('ratelimit.now_override', '2026-01-01 00:00:00+00', true) \gset
+REVOKE ALL ON FUNCTION rl_cron_refill(text) FROM rl_pgtap_cron_run;
+REVOKE USAGE ON SCHEMA public FROM rl_pgtap_cron_run;
 SELECT pg_temp.snapshot();
 
 -------------------------------------------------------------------------
@@ -421,8 +463,8 @@ SELECT pg_temp.snapshot();
 -- a member of the extension), so the SECURITY DEFINER functions and the
 -- DROP EXTENSION trigger must never call it.  Removing real jobs is
 -- test/cron/cron.sh's, with a real pg_cron.  Job names are
--- 'ratelimit_refill:' || zone, md5 beyond 46 bytes (pg_cron's names have
--- 63 bytes).
+-- 'ratelimit_refill:' || zone_id: no zone name can forge another zone's
+-- (pg_cron's names have 63 bytes).
 -------------------------------------------------------------------------
 CREATE SCHEMA cron;
 CREATE TABLE cron.job (jobid bigint PRIMARY KEY, jobname text, database text, command text);
@@ -439,21 +481,22 @@ VALUES ('pc_drop', 'token_bucket', 10, '1 minute', NULL, 'cron'),
        ('pc_mode', 'token_bucket', 10, '1 minute', NULL, 'cron'),
        (repeat('z', 100), 'token_bucket', 10, '1 minute', NULL, 'cron');
 UPDATE ratelimit.zone SET refill_tick = '1 minute' WHERE zone IN ('pc_cron', 'pc_drop', 'pc_mode');
+CREATE FUNCTION pg_temp.job_of(zone text) RETURNS text LANGUAGE sql AS $$
+    SELECT 'ratelimit_refill:' || zone_id FROM ratelimit.zone z WHERE z.zone = $1
+$$;
 INSERT INTO cron.job VALUES
-    (1, 'ratelimit_refill:pc_cron', current_database(), 'SELECT public.rl_cron_refill(''pc_cron'')'),
-    (2, 'ratelimit_refill:pc_cron', 'elsewhere', 'SELECT public.rl_cron_refill(''pc_cron'')'),
-    (3, 'ratelimit_refill:pc_drop', current_database(), ''),
-    (4, 'ratelimit_refill:pc_mode', current_database(), ''),
+    (1, pg_temp.job_of('pc_cron'), current_database(), 'SELECT public.rl_cron_refill(''pc_cron'')'),
+    (2, pg_temp.job_of('pc_cron'), 'elsewhere', 'SELECT public.rl_cron_refill(''pc_cron'')'),
+    (3, pg_temp.job_of('pc_drop'), current_database(), ''),
+    (4, pg_temp.job_of('pc_mode'), current_database(), ''),
     (5, 'ratelimit_refill:md5:' || md5(repeat('z', 100)), current_database(), ''),
-    (6, 'ratelimit_refill:' || repeat('z', 100), current_database(), ''),
+    (6, pg_temp.job_of(repeat('z', 100)), current_database(), ''),
     (7, 'unrelated', current_database(), 'SELECT 1'),
     (8, 'ratelimit_refill:pc_inline_x', current_database(), '');
-SELECT is(ratelimit.cron_job_name('pc_cron'), 'ratelimit_refill:pc_cron', 'a job name: ratelimit_refill:<zone>');
-SELECT is(ratelimit.cron_job_name(repeat('z', 46)), 'ratelimit_refill:' || repeat('z', 46),
-          'a 46-byte zone name is kept (63 bytes in all)');
-SELECT is(ratelimit.cron_job_name(repeat('z', 47)), 'ratelimit_refill:md5:' || md5(repeat('z', 47)),
-          'a 47-byte zone name is named by its md5');
-SELECT ok(octet_length(ratelimit.cron_job_name(repeat('é', 64))) <= 63, 'every job name fits 63 bytes');
+SELECT is(ratelimit.cron_job_name(7), 'ratelimit_refill:7', 'a job name: ratelimit_refill:<zone id>');
+SELECT is(ratelimit.cron_job_name((SELECT zone_id FROM ratelimit.zone WHERE zone = 'pc_cron')), pg_temp.job_of('pc_cron'),
+          'pc_cron''s job is named by its zone id');
+SELECT ok(octet_length(ratelimit.cron_job_name(2147483647)) <= 63, 'every job name fits 63 bytes');
 SELECT is(rl_cron_disable('pc_cron'), false, 'rl_cron_disable ignores a look-alike schema cron: false');
 SELECT is_empty($$SELECT jobid FROM cron.unscheduled$$, '... and never calls its unschedule()');
 SELECT is(rl_cron_disable('pc_cron'), false, '... a second time: false');

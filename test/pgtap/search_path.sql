@@ -23,10 +23,11 @@ WHERE e.extname = 'ratelimit' \gset
 CREATE ROLE rl_pgtap_attacker NOLOGIN;
 CREATE SCHEMA rl_pgtap_evil AUTHORIZATION rl_pgtap_attacker;
 
--- Existing rows, so that first calls update (not only insert) state.
-INSERT INTO ratelimit.token_bucket (id, tokens, updated_at) VALUES
-    ('sp-existing-1', 5, '2026-01-01 00:00:00+00'),
-    ('sp-existing-2', 5, '2026-01-01 00:00:00+00');
+-- Existing rows, so that first calls update (not only insert) state:
+-- buckets of rate 1 and window 10 (params '1:10').
+INSERT INTO ratelimit.state (key, zone_id, part, params, tokens, updated_at) VALUES
+    ('sp-existing-1', 0, 0, '1:10', 5, '2026-01-01 00:00:00+00'),
+    ('sp-existing-2', 0, 0, '1:10', 5, '2026-01-01 00:00:00+00');
 
 SET ROLE rl_pgtap_attacker;
 CREATE TABLE rl_pgtap_evil.log (who text, what text);

@@ -25,7 +25,7 @@ SET LOCAL timezone = 'UTC';
 SET LOCAL datestyle = 'ISO, YMD';
 SET LOCAL client_min_messages = warning;
 
-SELECT plan(305);
+SELECT plan(315);
 
 LOAD 'ratelimit';
 SET LOCAL ratelimit.now_override = '2026-01-01 00:00:00+00';
@@ -47,7 +47,7 @@ CREATE ROLE rl_sec_attacker NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE;
 GRANT EXECUTE ON FUNCTION
     rl_zone_set(text, text, numeric, interval, bigint, text, boolean, text, boolean, boolean),
     rl_zone_drop(text, boolean), rl_reset(text, text), rl_gc(text, interval),
-    rl_cron_enable(text, name), rl_cron_disable(text)
+    rl_cron_enable(text, name), rl_cron_disable(text), rl_cron_refill(text)
     TO rl_sec_attacker;
 SELECT rl_grant('rl_sec_attacker', 'limit'), rl_grant('rl_sec_attacker', 'wait'), rl_grant('rl_sec_attacker', 'refund'),
        rl_grant('rl_sec_attacker', 'monitor') \gset
@@ -121,7 +121,9 @@ BEGIN
         ('array_to_string', 'text[], text', 'text'),
         ('gcd', 'numeric, numeric', 'numeric'),
         ('scale', 'numeric', 'integer'),
-        ('to_hex', 'integer', 'text')
+        ('to_hex', 'integer', 'text'),
+        -- rl_cron_refill's meter
+        ('pg_has_role', 'name, oid, text', 'boolean')
     ) v(name, args, ret) LOOP
         SELECT string_agg('$' || i, ', ') INTO refs
         FROM generate_series(1, coalesce(array_length(string_to_array(f.args, ','), 1), 0)) i;
@@ -239,9 +241,10 @@ SELECT results_eq(
           'ratelimit.node_shmem_keys()',
           'rl_cron_disable(text)',
           'rl_cron_enable(text,name)',
+          'rl_cron_refill(text)',
           'rl_zone_drop(text,boolean)',
           'rl_zone_set(text,text,numeric,interval,bigint,text,boolean,text,boolean,boolean)'],
-    'the SECURITY DEFINER functions of the extension are exactly the nine this file attacks');
+    'the SECURITY DEFINER functions of the extension are exactly the ten this file attacks');
 -- The owner is the one role that runs rl_grant and rl_revoke, with its own
 -- rights: they, and the helpers they call, pin search_path as well.
 SELECT results_eq(
@@ -482,9 +485,13 @@ LANGUAGE sql AS $$
         'SELECT rl_citus_setup()',
         $s$SELECT ratelimit.check_zone('token_bucket', 1, '1 s', NULL, 'table')$s$,
         'SELECT ratelimit.forget_zone_state(1)',
-        $s$SELECT ratelimit.unschedule_refill('sec_pub_cron')$s$,
+        'SELECT ratelimit.unschedule_refill(1)',
         $s$SELECT ratelimit.cron_plan('1.4', 1, '1 s')$s$,
-        $s$SELECT ratelimit.cron_job_name('x')$s$,
+        'SELECT ratelimit.cron_job_name(1)',
+        'SELECT ratelimit.clock()',
+        'SELECT * FROM ratelimit.cron_refill_due',
+        $s$INSERT INTO ratelimit.cron_refill_due VALUES (1, 'infinity')$s$,
+        'DELETE FROM ratelimit.cron_refill_due',
         'SELECT ratelimit.pg_cron_version()',
         'SELECT ratelimit.flush_zone_state(1)',
         $s$SELECT ratelimit.period_micros('1 second')$s$,
@@ -696,6 +703,29 @@ SELECT results_eq(
     $$VALUES ('def27 leases direct'::text, 'ERROR 42501'::text), ('def28 acquire', 'true'),
              ('def29 release', 'true'), ('def30 wait', 'true')$$,
     'ratelimit.leases() is not the attacker''s to call; rl_acquire, rl_release and rl_wait work under the hostile search_path');
+-- rl_cron_refill, as the job's role runs it: a session of its own
+-- (session_user is the attacker, so the meter runs), one refill a tick.  A
+-- cron zone written directly (as above), its job simulated (refill_tick),
+-- one key drained.
+INSERT INTO ratelimit.zone (zone, algorithm, rate, period, burst, refill, refill_tick)
+VALUES ('sec_refill', 'token_bucket', 60, '1 minute', 200, 'cron', '1 minute');
+SELECT allowed FROM rl_limit('sec_refill', 'k', 200) \gset
+SET SESSION AUTHORIZATION rl_sec_attacker;
+SELECT set_config('search_path', :'hostile_path', true) \gset
+INSERT INTO pg_temp.sec_out VALUES
+    ('def31 cron_refill', pg_temp.sec_try($q$SELECT rl_cron_refill('sec_refill')$q$)),
+    ('def32 cron_refill again', pg_temp.sec_try($q$SELECT rl_cron_refill('sec_refill')$q$)),
+    ('def33 cron_refill unknown', pg_temp.sec_try($q$SELECT rl_cron_refill('sec_nope')$q$));
+RESET SESSION AUTHORIZATION;
+SET LOCAL search_path TO DEFAULT;
+SELECT results_eq(
+    $$SELECT label, got FROM sec_out WHERE label >= 'def31' AND label < 'def34' ORDER BY label COLLATE "C"$$,
+    $$VALUES ('def31 cron_refill'::text, '1'::text), ('def32 cron_refill again', '0'),
+             ('def33 cron_refill unknown', 'ERROR 42704')$$,
+    'rl_cron_refill under the hostile search_path: one refill, the second metered away, an unknown zone 42704');
+SELECT is((SELECT tokens FROM ratelimit.state s JOIN ratelimit.zone z USING (zone_id)
+           WHERE z.zone = 'sec_refill' AND s.key = 'k'), 60::bigint,
+          '... the drained key got one tick''s 60 tokens, once');
 SELECT is_empty($$SELECT who, what FROM rl_sec_evil.log$$,
                 'no SECURITY DEFINER function ran any of the attacker''s objects');
 SELECT results_eq(

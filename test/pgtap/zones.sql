@@ -17,7 +17,7 @@ SET LOCAL datestyle = 'ISO, YMD';
 SET LOCAL intervalstyle = 'postgres';
 SET LOCAL client_min_messages = warning;
 
-SELECT plan(259);
+SELECT plan(266);
 
 SET LOCAL ratelimit.now_override = '2026-01-01 00:00:00+00';
 
@@ -30,6 +30,18 @@ BEGIN
     RETURN 'ok';
 EXCEPTION WHEN OTHERS THEN
     RETURN SQLSTATE;
+END $$;
+-- The detail and the hint of the error a statement raises.
+CREATE FUNCTION pg_temp.error_detail_hint(statement text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    detail text;
+    hint text;
+BEGIN
+    EXECUTE statement;
+    RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS detail = PG_EXCEPTION_DETAIL, hint = PG_EXCEPTION_HINT;
+    RETURN detail || ' | ' || hint;
 END $$;
 -- A statement's one value as text, or 'ERROR <sqlstate>' (an error is a
 -- result to compare, not the end of the file); the same care.
@@ -359,6 +371,19 @@ SELECT throws_ok($$SELECT rl_zone_set(repeat('z', 129), 'token_bucket', 10, '1 m
                  '22001', 'zone name is too long', 'zone name of 129 bytes: 22001');
 SELECT throws_ok($$SELECT rl_zone_set(repeat(U&'\00E9', 65), 'token_bucket', 10, '1 minute')$$,
                  '22001', 'zone name is too long', 'zone name of 65 characters but 130 bytes: 22001');
+-- Names beginning with "(" are how rl_counters and rl_keys show what is no
+-- zone's: a zone so named would add its counts to rl_token_bucket's row.
+SELECT throws_ok(format('SELECT rl_zone_set(%L, ''token_bucket'', 10, ''1 minute'')', name),
+                 '22023', 'zone names beginning with "(" are reserved', format('zone name %s: 22023', name))
+FROM unnest(ARRAY['(rl_token_bucket)', '(rl_gcra)', '(zone id 1)', '(']) name;
+SELECT is(pg_temp.error_detail_hint($$SELECT rl_zone_set('(rl_token_bucket)', 'token_bucket', 10, '1 minute')$$),
+          'rl_counters and rl_keys name what belongs to no zone so: (rl_token_bucket), (rl_gcra), (zone id N). | '
+          'Choose a name that does not begin with "(".',
+          '... with the detail and the hint');
+SELECT throws_ok($$INSERT INTO ratelimit.zone (zone, algorithm, rate, period) VALUES ('(rl_gcra)', 'gcra', 1, '1 s')$$,
+                 '23514', NULL, 'nor can the owner write such a zone into ratelimit.zone (a CHECK)');
+SELECT lives_ok($$SELECT rl_zone_set('e_paren(1)', 'token_bucket', 10, '1 minute'), rl_zone_drop('e_paren(1)')$$,
+                'a "(" further on is allowed');
 -- A bad definition of an existing zone changes neither it nor its state.
 SELECT throws_ok($$SELECT rl_zone_set('e_tb', 'leaky_bucket', 10, '1 minute')$$,
                  '22023', 'unknown rate-limit algorithm "leaky_bucket"', 'existing zone, unknown algorithm: 22023');

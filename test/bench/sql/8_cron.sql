@@ -50,7 +50,7 @@ UPDATE ratelimit.zone SET refill_tick = interval '1 minute' WHERE zone IN ('benc
 
 -- Run (C) of 8_cron_refill.sql: rl_cron_refill as installed, with the
 -- UPDATE's WHERE on the zone and the tokens instead of the partial index's
--- predicate, and index scans off: the primary key (key, zone_id, part) does
+-- predicate, and index scans off: the primary key (key, zone_id, part, params) does
 -- not lead with zone_id, so without state_refill_idx the UPDATE reads the
 -- whole table.  Made from rl_cron_refill's own source, so that it stays the
 -- same UPDATE whatever rl_cron_refill becomes.
