@@ -10,6 +10,7 @@
 #include "utils/memutils.h"
 
 #include "base/args.h"
+#include "base/pg_compat.h"
 #include "decision/decide.h"
 
 PG_FUNCTION_INFO_V1(rl_token_bucket);
