@@ -78,10 +78,11 @@ MatchKey(const void *key1, const void *key2, Size keysize)
 	return !SameText(a->params, b->params);
 }
 
-static text *
-CopyText(MemoryContext context, const text *value)
+/* A copy of a text or bytea (NULL stays NULL) in context. */
+static void *
+CopyVarlena(MemoryContext context, const struct varlena *value)
 {
-	text	   *copy;
+	struct varlena *copy;
 
 	if (value == NULL)
 		return NULL;
@@ -105,18 +106,6 @@ EnsureCache(void)
 							HASH_ELEM | HASH_FUNCTION | HASH_COMPARE);
 	}
 	cache_in_use = true;
-}
-
-static bytea *
-CopyBytea(MemoryContext context, const bytea *value)
-{
-	bytea	   *copy;
-
-	if (value == NULL)
-		return NULL;
-	copy = MemoryContextAlloc(context, VARSIZE(value));
-	memcpy(copy, value, VARSIZE(value));
-	return copy;
 }
 
 /* Sets the entry's row, copying entries into its own buffer. */
@@ -163,7 +152,7 @@ PushUndo(SubTransactionId subid, CachedState *entry, bool existed)
 	if (existed)
 	{
 		record->saved = *entry;
-		record->saved_entries = CopyBytea(TopTransactionContext, entry->row.entries);
+		record->saved_entries = CopyVarlena(TopTransactionContext, entry->row.entries);
 	}
 }
 
@@ -231,8 +220,8 @@ RlCacheRemember(const RlStateKey *key, const RlStateRow *row, const RlRowRef *re
 	}
 	else
 	{
-		entry->key.key = CopyText(TopTransactionContext, key->key);
-		entry->key.params = CopyText(TopTransactionContext, key->params);
+		entry->key.key = CopyVarlena(TopTransactionContext, key->key);
+		entry->key.params = CopyVarlena(TopTransactionContext, key->params);
 		entry->entries_buf = NULL;
 		entry->entries_cap = 0;
 		entry->undo_subid = subid;
@@ -440,7 +429,7 @@ void
 RlCacheForget(CachedState *entry, RlStateRow *removed)
 {
 	*removed = entry->row;
-	removed->entries = CopyBytea(CurrentMemoryContext, entry->row.entries);
+	removed->entries = CopyVarlena(CurrentMemoryContext, entry->row.entries);
 	SaveForRollback(entry);
 	entry->forgotten = true;
 	entry->dirty = false;
