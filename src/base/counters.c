@@ -102,14 +102,8 @@ CountersOf(Oid dbid, int32 zone_id)
 	return last_slot;
 }
 
-void
-RlCount(Oid dbid, int32 zone_id, RlZoneCount what)
-{
-	RlCountAdd(dbid, zone_id, what, 1);
-}
-
-void
-RlCountAdd(Oid dbid, int32 zone_id, RlZoneCount what, int64 delta)
+static inline void
+CountAdd(Oid dbid, int32 zone_id, RlZoneCount what, int64 delta)
 {
 	ZoneCounters *slot;
 
@@ -118,6 +112,18 @@ RlCountAdd(Oid dbid, int32 zone_id, RlZoneCount what, int64 delta)
 	slot = CountersOf(dbid, zone_id);
 	if (slot != NULL)
 		pg_atomic_fetch_add_u64(&slot->counts[what], (uint64) delta);	/* two's complement: - too */
+}
+
+void
+RlCount(Oid dbid, int32 zone_id, RlZoneCount what)
+{
+	CountAdd(dbid, zone_id, what, 1);
+}
+
+void
+RlCountAdd(Oid dbid, int32 zone_id, RlZoneCount what, int64 delta)
+{
+	CountAdd(dbid, zone_id, what, delta);
 }
 
 int64

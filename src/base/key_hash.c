@@ -20,17 +20,26 @@ Secret(void)
 }
 
 uint64
-RlKeyPlacementHash(Oid dbid, int32 zone_id, const char *bytes, Size len)
+RlKeyPlacementHash(Oid dbid, int32 zone_id, const char *bytes, Size len, uint64 salt)
 {
-	return rl_keyed_hash(&Secret()->placement, ((uint64) dbid << 32) | (uint32) zone_id, bytes, len);
+	return rl_keyed_hash(&Secret()->placement, (((uint64) dbid << 32) | (uint32) zone_id) ^ salt,
+						 bytes, len);
+}
+
+uint64
+RlKeyParamsSalt(const char *params, Size len)
+{
+	/* A word no database and zone make (database 0 holds none). */
+	return rl_keyed_hash(&Secret()->placement, UINT64CONST(0xFFFFFFFF), params, len);
 }
 
 void
-RlKeyDigest(const char *bytes, Size len, uint64 digest[2])
+RlKeyDigest(const char *bytes, Size len, const char *params, Size params_len, uint64 digest[2])
 {
 	/* Two independent keys: a collision of both is out of reach without them. */
-	digest[0] = rl_keyed_hash(&Secret()->identity[0], len, bytes, len);
-	digest[1] = rl_keyed_hash(&Secret()->identity[1], len, bytes, len);
+	for (int i = 0; i < 2; i++)
+		digest[i] = params == NULL ? rl_keyed_hash(&Secret()->identity[i], len, bytes, len)
+			: rl_keyed_hash_pair(&Secret()->identity[i], len, bytes, len, params, params_len);
 }
 
 void

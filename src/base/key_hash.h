@@ -25,11 +25,21 @@ typedef struct RlKeySecret
 	RlHashKey	identity[2];
 } RlKeySecret;
 
-/* 64 bits placing a key of a zone of a database. */
-extern uint64 RlKeyPlacementHash(Oid dbid, int32 zone_id, const char *bytes, Size len);
+/*
+ * 64 bits placing a key of a zone of a database, salted (0: no salt) with
+ * RlKeyParamsSalt of an ad-hoc bucket's parameters.
+ */
+extern uint64 RlKeyPlacementHash(Oid dbid, int32 zone_id, const char *bytes, Size len, uint64 salt);
 
-/* 128 bits that stand for a key's bytes (out of reach of chosen collisions). */
-extern void RlKeyDigest(const char *bytes, Size len, uint64 digest[2]);
+/* 64 bits of an ad-hoc bucket's parameters, as keyed as the rest. */
+extern uint64 RlKeyParamsSalt(const char *params, Size len);
+
+/*
+ * 128 bits that stand for a key's bytes, and its parameters when not NULL
+ * (out of reach of chosen collisions).
+ */
+extern void RlKeyDigest(const char *bytes, Size len, const char *params, Size params_len,
+						uint64 digest[2]);
 
 /* The secret as the state file keeps it, and one read back from it (the postmaster, at start). */
 extern void RlKeySecretGet(RlKeySecret *secret);

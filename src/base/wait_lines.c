@@ -92,7 +92,7 @@ RlWaitLine
 RlWaitLineOf(int32 zone_id, const text *key)
 {
 	/* Keyed by the server's secret: nobody can choose a key that shares a victim's line. */
-	RlWaitLine	line = RlKeyPlacementHash(MyDatabaseId, zone_id, VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key));
+	RlWaitLine	line = RlKeyPlacementHash(MyDatabaseId, zone_id, VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), 0);
 
 	return line == NO_LINE ? 1 : line;
 }

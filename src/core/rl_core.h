@@ -522,7 +522,15 @@ typedef struct RlHashKey
 uint64_t	rl_keyed_hash(const RlHashKey *key, uint64_t word, const void *bytes,
 						  size_t len) RL_NOEXCEPT;
 
-/* SipHash-c-d of len bytes: the reference construction, for the tests. */
+/*
+ * The same of the word, first, a NUL byte and second, as one message, with
+ * nothing copied: a pair (first free of NUL bytes, as a text is) that no
+ * other pair hashes as.
+ */
+uint64_t	rl_keyed_hash_pair(const RlHashKey *key, uint64_t word, const void *first, size_t first_len,
+							   const void *second, size_t second_len) RL_NOEXCEPT;
+
+/* SipHash-c-d of len bytes, for the tests: 2-4 (the paper's) and 1-3 only. */
 uint64_t	rl_siphash(const RlHashKey *key, int c_rounds, int d_rounds, const void *bytes,
 					   size_t len) RL_NOEXCEPT;
 

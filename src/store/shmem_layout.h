@@ -491,9 +491,16 @@ extern bool RlLeastHarm(ShmemSet *set, uint32 index, const ShmemKey *key, Timest
 /* Counts an eviction: evicted and forgiven for its zone, one key less. */
 extern void RlCountEvicted(const RlEvicted *evicted);
 
-/* ---- shmem_store.c ---- */
-
 /* The entry's state as a stored row (no entries, nothing to refill). */
-extern void RlShmemEntryRow(const ShmemEntry *entry, RlStateRow *row);
+static inline void
+EntryRow(const ShmemEntry *entry, RlStateRow *row)
+{
+	row->tokens = entry->tokens;
+	row->fraction = entry->fraction;
+	row->stamp = entry->stamp;
+	row->counter = entry->counter;
+	row->entries = NULL;
+	row->refill_pending = false;
+}
 
 #endif							/* RL_SHMEM_LAYOUT_H */

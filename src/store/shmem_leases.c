@@ -231,7 +231,7 @@ TagOf(const RlStateKey *key)
 	tag.dbid = MyDatabaseId;
 	tag.zone_id = key->zone_id;
 	/* Keyed by the server's secret: chosen keys cannot crowd one bucket of the table. */
-	RlKeyDigest((const char *) bytes, len, tag.digest);
+	RlKeyDigest((const char *) bytes, len, NULL, 0, tag.digest);
 	return tag;
 }
 

@@ -30,7 +30,7 @@ VisitEntry(const ShmemEntry *entry, RlShmemKeyVisitor visit, void *arg)
 	}
 	else
 		info.limit.zone = RlEntryZoneLimit(entry);
-	RlShmemEntryRow(entry, &info.state);
+	EntryRow(entry, &info.state);
 	visit(&info, arg);
 }
 

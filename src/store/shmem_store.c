@@ -11,7 +11,6 @@
 #include "miscadmin.h"
 #include "storage/shmem.h"
 
-#include "base/args.h"
 #include "base/counters.h"
 #include "base/pg_compat.h"
 #include "base/settings.h"
@@ -29,16 +28,6 @@ RlRequireShmemStore(void)
 						 "(shared_preload_libraries = 'ratelimit') and restart the server.")));
 }
 
-void
-RlShmemEntryRow(const ShmemEntry *entry, RlStateRow *row)
-{
-	row->tokens = entry->tokens;
-	row->fraction = entry->fraction;
-	row->stamp = entry->stamp;
-	row->counter = entry->counter;
-	row->entries = NULL;
-	row->refill_pending = false;
-}
 
 static void
 SetEntryLimit(ShmemEntry *entry, const RlKeyLimit *limit)
@@ -80,48 +69,50 @@ FillEntry(ShmemEntry *entry, const ShmemKey *key, const RlKeyLimit *limit, const
 	SetEntryState(entry, row, limit);
 }
 
-/* Room for the bytes KeyBytes composes. */
-typedef struct KeyBuffer
+/* An ad-hoc bucket's parameters (NULL for any other key), and their length. */
+static const char *
+KeyParams(const RlStateKey *key, Size *len)
 {
-	char		bytes[RL_MAX_KEY_BYTES + 1 + RL_MAX_PARAMS_BYTES];
-} KeyBuffer;
+	*len = key->params != NULL ? VARSIZE_ANY_EXHDR(key->params) : 0;
+	return key->params != NULL ? VARDATA_ANY(key->params) : NULL;
+}
 
 /*
- * The bytes that place a key in shared memory (and stand for it when it is
- * kept as a hash): the key's own, and for an ad-hoc bucket a NUL (which no
- * text holds) and its parameters, so that a call with other parameters has
- * a bucket of its own.  Raises nothing.
+ * The salt of an ad-hoc bucket's parameters (0 for any other key), kept for
+ * the last parameters seen: callers mostly pass the same rate and window,
+ * and a bucket then costs the hash of its id alone.
  */
-static const char *
-KeyBytes(const RlStateKey *key, KeyBuffer *buffer, int *len)
+static uint64
+ParamsSalt(const RlStateKey *key)
 {
-	int			key_len = VARSIZE_ANY_EXHDR(key->key);
-	int			params_len;
+	static char last[RL_MAX_PARAMS_BYTES];
+	static Size last_len = 0;
+	static uint64 last_salt = 0;
+	Size		len;
+	const char *params = KeyParams(key, &len);
 
-	*len = key_len;
-	if (key->params == NULL)
-		return VARDATA_ANY(key->key);
-	params_len = VARSIZE_ANY_EXHDR(key->params);
-	Assert(key_len <= RL_MAX_KEY_BYTES && params_len <= RL_MAX_PARAMS_BYTES);
-	memcpy(buffer->bytes, VARDATA_ANY(key->key), key_len);
-	buffer->bytes[key_len] = '\0';
-	memcpy(buffer->bytes + key_len + 1, VARDATA_ANY(key->params), params_len);
-	*len = key_len + 1 + params_len;
-	return buffer->bytes;
+	if (params == NULL)
+		return 0;
+	if (last_salt == 0 || len != last_len || memcmp(params, last, len) != 0)
+	{
+		Assert(len <= RL_MAX_PARAMS_BYTES);
+		memcpy(last, params, len);
+		last_len = len;
+		last_salt = RlKeyParamsSalt(params, len);
+	}
+	return last_salt;
 }
 
 /*
  * The hash of a key, its zone and the database, keyed by the server's
- * secret: it picks the set and the tag.
+ * secret: it picks the set and the tag.  An ad-hoc bucket's parameters salt
+ * it: a call with other parameters has a bucket of its own.
  */
 static uint64
 KeyHash(const RlStateKey *key)
 {
-	KeyBuffer	buffer;
-	int			len;
-	const char *bytes = KeyBytes(key, &buffer, &len);
-
-	return RlKeyPlacementHash(MyDatabaseId, key->zone_id, bytes, len);
+	return RlKeyPlacementHash(MyDatabaseId, key->zone_id, VARDATA_ANY(key->key),
+							  VARSIZE_ANY_EXHDR(key->key), ParamsSalt(key));
 }
 
 /*
@@ -154,12 +145,11 @@ MakeShmemKey(const RlStateKey *key, const RlKeyLimit *limit, uint64 hash, ShmemK
 	}
 	else
 	{
-		KeyBuffer	buffer;
-		int			len;
-		const char *bytes = KeyBytes(key, &buffer, &len);
+		Size		params_len;
+		const char *params = KeyParams(key, &params_len);
 		uint64		digest[2];
 
-		RlKeyDigest(bytes, len, digest);
+		RlKeyDigest(VARDATA_ANY(key->key), key_len, params, params_len, digest);
 		out->key_len = RL_SHMEM_KEY_HASHED;
 		memcpy(out->key, digest, sizeof(digest));
 	}
@@ -258,7 +248,7 @@ retry:
 	{
 		RlStateRow	current;
 
-		RlShmemEntryRow(found, &current);
+		EntryRow(found, &current);
 		if (decide(&current, &next, arg, NULL) && !peek)
 			SetEntryState(found, &next, limit);
 	}
@@ -334,7 +324,8 @@ retry:
 	}
 	if (stored_new)
 		RlCountAdd(MyDatabaseId, key->zone_id, RL_COUNT_KEYS, 1);
-	RlCountEvicted(&evicted);
+	if (evicted.any)
+		RlCountEvicted(&evicted);
 	if (outcome == RL_STORE_NO_ROOM)
 		RlCount(MyDatabaseId, key->zone_id, RL_COUNT_FULL);
 	return outcome;
@@ -430,7 +421,7 @@ ShmemUpdateTogether(RlStoreCall **calls, void **args, int n, RlDecideFn decide,
 		{
 			RlStateRow	current;
 
-			RlShmemEntryRow(entries[i], &current);
+			EntryRow(entries[i], &current);
 			changed[i] = decide(&current, &next[i], args[i], NULL);
 		}
 		admitted = admit(admit_arg);

@@ -50,6 +50,26 @@ TEST(KeyedHash, IsSipHash13OfTheWordThenTheBytes)
 	}
 }
 
+// A pair hashes as the first, a NUL byte and the second, wherever the cut
+// between them falls (across the word boundaries too): nothing is copied
+// into one buffer, and ("ab", "c") is not ("a", "bc").
+TEST(KeyedHash, APairIsItsPartsWithANulBetween)
+{
+	const RlHashKey key = {UINT64_C(0x243f6a8885a308d3), UINT64_C(0x13198a2e03707344)};
+	const std::string message = "user:42 1000000:1000 and a few more bytes";
+	for (size_t len = 0; len <= message.size(); len++)
+		for (size_t cut = 0; cut <= len; cut++)
+		{
+			std::string joined = message.substr(0, cut);
+			joined.push_back('\0');
+			joined += message.substr(cut, len - cut);
+			ASSERT_EQ(rl_keyed_hash_pair(&key, 77, message.data(), cut, message.data() + cut, len - cut),
+					  rl_keyed_hash(&key, 77, joined.data(), joined.size()))
+				<< "length " << len << " cut " << cut;
+		}
+	EXPECT_NE(rl_keyed_hash_pair(&key, 1, "ab", 2, "c", 1), rl_keyed_hash_pair(&key, 1, "a", 1, "bc", 2));
+}
+
 // What a caller controls (the bytes) and what the server does (the word:
 // database and zone; the key: its secret) each change the hash.
 TEST(KeyedHash, EveryInputCounts)
