@@ -32,10 +32,15 @@
  *      flood of drained keys, whose state is worth more than a new key's.
  *
  * The candidates are the keys of the new key's set and its overflow chain
- * (about 31): a new key costs one scan of them, under the set's lock, with
- * no global lock.  The scan weighs each key quickly (rl_counter_weigh); the
- * exact debt is worked out for a key it finds recovered and for the one it
- * chooses.  The keys each zone holds are counted in shared memory
+ * (about 31), under the set's lock, with no global lock.  Once the store is
+ * full, 2 and 3 first weigh 8 of them, from a way drawn at random, and take
+ * the key chosen among those when it would still admit a call: a flood's
+ * keys are nearly all of every set, and weighing all 31 (62 cache lines)
+ * made a call that evicts cost 2.5 times a call that finds its key.  When
+ * the 8 would all refuse, the whole set and its chain decide, so that a
+ * drained key goes only when none of its zone's keys in the set admits.
+ * Keys are weighed quickly (rl_counter_weigh); the exact debt is worked out
+ * for a key found recovered and for the one chosen.  The keys each zone holds are counted in shared memory
  * (counters.c), read without a lock: an estimate that is exact when calls
  * are not racing.
  */
@@ -48,6 +53,9 @@
 
 /* At most this many keys of a set and its chain are weighed. */
 #define MAX_CANDIDATES 64
+
+/* The quick way weighs this many keys of a set (of 31). */
+#define SAMPLED_KEYS 8
 
 typedef struct Candidate
 {
@@ -156,71 +164,92 @@ Take(const Candidate *chosen, RlRoom *room)
 	return true;
 }
 
-bool
-RlLeastHarm(ShmemSet *set, uint32 index, const ShmemKey *key, TimestampTz now,
-			bool store_full, RlRoom *room)
+/* Fetches both lines of the entries of ways first .. first + count - 1 (mod the ways). */
+static void
+PrefetchWays(const ShmemSet *set, int first, int count)
 {
-	Candidate	candidates[MAX_CANDIDATES];
-	Group		groups[MAX_CANDIDATES + 1];
-	int			ncandidates = 0;
-	int			ngroups = 0;
-	int			own;
-	int			giver;
-	Candidate  *chosen = NULL;
-	uint64		lots;
-
-	memset(room, 0, sizeof(*room));
-	room->way = -1;
 #ifdef __GNUC__
-	/* Both lines of every entry, fetched together rather than one by one. */
-	for (int i = 0; i < RL_SHMEM_WAYS; i++)
+	for (int j = 0; j < count; j++)
 	{
-		__builtin_prefetch(&set->entries[i], 0);
-		__builtin_prefetch(&set->entries[i].tokens, 0);
+		const ShmemEntry *entry = &set->entries[(first + j) % RL_SHMEM_WAYS];
+
+		__builtin_prefetch(entry, 0);
+		__builtin_prefetch(&entry->tokens, 0);
 	}
 #endif
-	/* 1: a key that has recovered, in the set, then in its chain. */
-	for (int i = 0; i < RL_SHMEM_WAYS; i++)
-	{
-		Candidate  *c = &candidates[ncandidates];
+}
 
-		if (!NativeTag(set->tags[i]))
+/*
+ * Adds the keys of the set's ways from first on (mod the ways) to the
+ * candidates, weighed, until want keys are in or every way was seen (ways
+ * lent to other sets hold none); a key that has recovered is taken at once
+ * (true).
+ */
+static bool
+WeighWays(ShmemSet *set, int first, int want, TimestampTz now, Candidate *candidates,
+		  int *ncandidates, RlRoom *room)
+{
+	int			added = 0;
+
+	for (int j = 0; j < RL_SHMEM_WAYS && added < want; j++)
+	{
+		int			way = (first + j) % RL_SHMEM_WAYS;
+		Candidate  *c = &candidates[*ncandidates];
+
+		if (!NativeTag(set->tags[way]))
 			continue;
-		c->entry = &set->entries[i];
-		c->way = i;
+		c->entry = &set->entries[way];
+		c->way = way;
 		c->link = NULL;
 		if (WeighCandidate(c, now))
 			return Take(c, room);
-		ncandidates++;
+		(*ncandidates)++;
+		added++;
 	}
-	for (WayRef *link = &rl_overflow_heads[index]; *link != 0 && ncandidates < MAX_CANDIDATES;
+	return false;
+}
+
+/* The same for the keys of the set's chain. */
+static bool
+WeighChain(uint32 index, TimestampTz now, Candidate *candidates, int *ncandidates, RlRoom *room)
+{
+	for (WayRef *link = &rl_overflow_heads[index]; *link != 0 && *ncandidates < MAX_CANDIDATES;
 		 link = &ForeignEntry(*link)->overflow_next)
 	{
-		Candidate  *c = &candidates[ncandidates];
+		Candidate  *c = &candidates[*ncandidates];
 
 		c->entry = ForeignEntry(*link);
 		c->way = -1;
 		c->link = link;
 		if (WeighCandidate(c, now))
 			return Take(c, room);
-		ncandidates++;
+		(*ncandidates)++;
 	}
-	/* Until no set of the store has a free or recovered way, keys borrow one. */
-	if (!store_full)
-		return false;
+	return false;
+}
 
-	/* 2: the zone that gives room. */
-	own = GroupOf(groups, &ngroups, key->dbid, key->zone_id);
+/*
+ * 2 and 3 over the candidates: the zone that gives room (*own_gives when
+ * it is the new key's), and its key of the smallest weight; NULL when it
+ * has none among them.
+ */
+static Candidate *
+ChooseAmong(Candidate *candidates, int ncandidates, const ShmemKey *key, bool *own_gives)
+{
+	Group		groups[MAX_CANDIDATES + 1];
+	int			ngroups = 0;
+	int			own = GroupOf(groups, &ngroups, key->dbid, key->zone_id);
+	int			giver = own;
+	Candidate  *chosen = NULL;
+	uint64		lots = pg_prng_uint64(&pg_global_prng_state);
+
 	for (int i = 0; i < ncandidates; i++)
 		candidates[i].group = GroupOf(groups, &ngroups, candidates[i].entry->dbid,
 									  candidates[i].entry->zone_id);
-	giver = own;
 	for (int g = 0; g < ngroups; g++)
 		if (groups[g].keys > groups[giver].keys)
 			giver = g;
-
-	/* 3: its key of the smallest debt; the lots from one random draw. */
-	lots = pg_prng_uint64(&pg_global_prng_state);
+	/* The lots from one random draw, a generator step each. */
 	for (int i = 0; i < ncandidates; i++)
 	{
 		if (candidates[i].group != giver)
@@ -230,12 +259,67 @@ RlLeastHarm(ShmemSet *set, uint32 index, const ShmemKey *key, TimestampTz now,
 		if (chosen == NULL || Cheaper(&candidates[i], chosen))
 			chosen = &candidates[i];
 	}
+	*own_gives = giver == own;
+	return chosen;
+}
+
+/*
+ * The quick way, once the store is full: SAMPLED_KEYS keys of the set, from
+ * a way drawn at random.  Room is taken there only when the key chosen
+ * would still admit a call (least harm among the sample; a flood's keys
+ * are nearly all of every set); otherwise the whole set and its chain
+ * decide.
+ */
+static bool
+TrySample(ShmemSet *set, const ShmemKey *key, TimestampTz now, RlRoom *room)
+{
+	Candidate	candidates[SAMPLED_KEYS];
+	int			ncandidates = 0;
+	int			first = (int) (pg_prng_uint32(&pg_global_prng_state) % RL_SHMEM_WAYS);
+	bool		own_gives;
+	Candidate  *chosen;
+
+	PrefetchWays(set, first, SAMPLED_KEYS);
+	if (WeighWays(set, first, SAMPLED_KEYS, now, candidates, &ncandidates, room))
+		return true;
+	chosen = ChooseAmong(candidates, ncandidates, key, &own_gives);
+	if (chosen == NULL || chosen->debt.refusing)
+		return false;
+	chosen->debt = RlEntryDebt(chosen->entry, now);
+	return !chosen->debt.refusing && Take(chosen, room);
+}
+
+bool
+RlLeastHarm(ShmemSet *set, uint32 index, const ShmemKey *key, TimestampTz now,
+			bool store_full, RlRoom *room)
+{
+	Candidate	candidates[MAX_CANDIDATES];
+	int			ncandidates = 0;
+	bool		own_gives;
+	Candidate  *chosen;
+
+	memset(room, 0, sizeof(*room));
+	room->way = -1;
+	if (store_full && TrySample(set, key, now, room))
+		return true;
+
+	/* 1: a key that has recovered, in the set, then in its chain. */
+	PrefetchWays(set, 0, RL_SHMEM_WAYS);
+	if (WeighWays(set, 0, RL_SHMEM_WAYS, now, candidates, &ncandidates, room) ||
+		WeighChain(index, now, candidates, &ncandidates, room))
+		return true;
+	/* Until no set of the store has a free or recovered way, keys borrow one. */
+	if (!store_full)
+		return false;
+
+	/* 2 and 3. */
+	chosen = ChooseAmong(candidates, ncandidates, key, &own_gives);
 
 	/* 4: a zone's new key never pushes out one of its keys that is worth more. */
 	if (chosen == NULL)
 		return false;
 	chosen->debt = RlEntryDebt(chosen->entry, now);
-	if (giver == own && chosen->debt.refusing)
+	if (own_gives && chosen->debt.refusing)
 		return false;
 	return Take(chosen, room);
 }
