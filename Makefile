@@ -83,8 +83,12 @@ endif
 SHLIB_LINK = -lstdc++
 
 PG_CONFIG ?= pg_config
+# make dist packs the sources only: it needs no PostgreSQL (PGXN's release
+# tooling and a machine without the server headers run it).
+ifneq ($(MAKECMDGOALS),dist)
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+endif
 
 sql/$(EXTENSION)--$(EXTVERSION).sql: sql/$(EXTENSION).sql
 	cp $< $@

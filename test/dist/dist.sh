@@ -17,7 +17,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 version=$(sed -n 's/^EXTVERSION = //p' Makefile)
-make -s dist PG_CONFIG="$RL_PG_BIN/pg_config" >/dev/null 2>&1
+# With no PostgreSQL at all: a pg_config that does not exist.
+make -s dist PG_CONFIG=/nonexistent/pg_config >"$work/dist.log" 2>&1 || cat "$work/dist.log" >&2
 zip=ratelimit-$version.zip
 rl_check "make dist writes $zip" yes "$([ -f "$zip" ] && echo yes || echo no)"
 mv -f "$zip" "$work/" 2>/dev/null
@@ -38,6 +39,13 @@ if not re.match(semver, meta.get("version", "")):
     problems.append("version is not semver")
 if meta.get("version") != version:
     problems.append("version %s, Makefile says %s" % (meta.get("version"), version))
+if meta.get("release_status") not in ("stable", "testing", "unstable"):
+    problems.append("release_status %r is not stable, testing or unstable" % meta.get("release_status"))
+if meta.get("license") != "postgresql":
+    problems.append("license %r is not postgresql" % meta.get("license"))
+lic = os.path.join(src, "LICENSE")
+if not os.path.isfile(lic) or not open(lic).readline().startswith("PostgreSQL License"):
+    problems.append("the archive has no LICENSE with the PostgreSQL License")
 if meta.get("meta-spec", {}).get("version") != "1.0.0":
     problems.append("meta-spec version is not 1.0.0")
 for name, p in meta.get("provides", {}).items():
