@@ -1,29 +1,35 @@
 #!/usr/bin/env bash
-# The upgrade test: ALTER EXTENSION ratelimit UPDATE from the newest released
-# version to this tree's must give exactly what a fresh install gives.
+# The upgrade test: a database made by the last release, with its zones and
+# its drained keys, taken over by this tree's library and updated with
+# ALTER EXTENSION ratelimit UPDATE, must decide as before and be exactly
+# what a fresh install of this tree gives.
 #
 #   bash test/upgrade/upgrade.sh
 #
-# A release is a git tag v<version> (v0.5.0, v1.2.3).  The newest release
-# older than the Makefile's EXTVERSION is the starting point: its install
-# script is that tag's sql/ratelimit.sql (git show v<version>:sql/...).  The
-# update scripts (sql/ratelimit--<from>--<to>.sql) and the install script of
-# EXTVERSION are this tree's, installed with the library beforehand (make
-# install, as scripts/test.sh does); this test checks that they are.
+# The releases are listed in test/upgrade/releases (a version and its
+# commit).  The newest one not newer than the Makefile's EXTVERSION is the
+# starting point, built from its commit (git archive, make) into a private
+# copy of the server (.cluster/upgrade-pg, scripts/lib.sh rl_private_pg), so
+# the system's PostgreSQL is left alone.
 #
-# In a cluster of its own (.cluster/upgrade, scripts/lib.sh), it installs
-# the release's script into the server's extension directory (removed at
-# the end), then in database rl_upgraded: CREATE EXTENSION ratelimit
-# VERSION '<release>' and ALTER EXTENSION ratelimit UPDATE; in database
-# rl_fresh: CREATE EXTENSION ratelimit; in rl_upgraded_zone: a zone made on
-# the release decides after the update.  test/upgrade/compare_schema.sh
-# compares the two (catalogs and pg_dump --binary-upgrade; a difference is
-# printed as TAP comments).  Prints "ok - ..." / "not ok - ..." lines and
-# "upgrade: N passed, N failed"; exits non-zero when a check failed.
+#  - When EXTVERSION is that release, its install script is frozen: this
+#    tree's sql/ratelimit.sql must be the release's, byte for byte.  A
+#    change to the SQL surface takes a new EXTVERSION and an update script
+#    sql/ratelimit--<release>--<new>.sql.
+#  - In a cluster of the release: database rl_upgraded gets CREATE
+#    EXTENSION; rl_upgraded_zone a table-store zone and a shmem zone whose
+#    key 'drained' is refused.  The cluster stops cleanly, this tree's
+#    build is installed over the release's (its update scripts included),
+#    the cluster starts again, and both databases run ALTER EXTENSION
+#    UPDATE: the drained keys are still refused, other keys admitted.
+#  - rl_fresh gets CREATE EXTENSION of this tree; test/upgrade/compare_schema.sh
+#    compares it with rl_upgraded (catalogs and pg_dump --binary-upgrade; a
+#    difference is printed as TAP comments).
 #
-# With no release older than EXTVERSION, it prints one line
-#   # SKIP upgrade: no released version before <EXTVERSION> (no git tag v*)
-# checks nothing and exits 0.
+# Prints "ok - ..." / "not ok - ..." lines and "upgrade: N passed, N
+# failed"; exits non-zero when a check failed.  With no release listed, it
+# prints "# SKIP upgrade: ..." and exits 0 (the test command reports it as
+# skipped, never as passed).
 set -uo pipefail
 source "$(dirname "$0")/../../scripts/lib.sh"
 cd "$RL_ROOT" || exit 2
@@ -32,86 +38,103 @@ EXTENSION=ratelimit
 NEW=$(sed -n 's/^EXTVERSION *= *//p' Makefile | head -1)
 [ -n "$NEW" ] || rl_die "no EXTVERSION in the Makefile"
 
-# The released versions: tags v<digits>(.<digits>)*, newest first; the
-# first one older than NEW is the starting point.
-if ! tags=$(git -C "$RL_ROOT" tag --list 'v*' 2>&1); then
-	echo "not ok - upgrade: git cannot list the tags ($tags)"
-	echo "upgrade: 0 passed, 1 failed"
-	exit 1
-fi
-OLD=$({ echo "$tags" | sed -n 's/^v\([0-9][0-9]*\(\.[0-9][0-9]*\)*\)$/\1/p'; echo "$NEW"; } \
-	| sort -V -u | awk -v new="$NEW" '$0 == new { print prev; exit } { prev = $0 }')
-if [ -z "$OLD" ]; then
-	echo "# SKIP upgrade: no released version before $NEW (no git tag v*)"
+# The newest release not newer than NEW.
+newest() { printf '%s\n' "$@" | sort -V | tail -1; }
+OLD="" COMMIT=""
+while read -r version commit _; do
+	case $version in '' | '#'*) continue ;; esac
+	[ "$(newest "$version" "$NEW")" = "$NEW" ] || continue
+	if [ -z "$OLD" ] || [ "$(newest "$version" "$OLD")" = "$version" ]; then OLD=$version COMMIT=$commit; fi
+done <test/upgrade/releases
+if [ -z "${OLD:-}" ]; then
+	echo "# SKIP upgrade: test/upgrade/releases lists no release up to $NEW"
 	exit 0
 fi
-echo "# upgrade: from $OLD (tag v$OLD) to $NEW"
+echo "# upgrade: from release $OLD (commit $COMMIT) to this tree's $NEW"
 
-SHAREDIR=$("$RL_PG_BIN/pg_config" --sharedir)/extension
-OLD_SCRIPT=$SHAREDIR/$EXTENSION--$OLD.sql
-work=$(mktemp -d)
-installed_old=no
-cleanup() {
-	rl_cluster_stop
-	[ "$installed_old" = no ] || rl_as_root rm -f "$OLD_SCRIPT"
-	rm -rf "$work"
-}
+fail_now() { echo "upgrade: $passed passed, $((failed)) failed"; exit 1; }
+
+if ! git -C "$RL_ROOT" cat-file -e "$COMMIT^{commit}" 2>/dev/null; then
+	rl_check "the commit of release $OLD is in this repository" "$COMMIT" "missing (a shallow clone?)"
+	fail_now
+fi
+rl_check "the commit of release $OLD is version $OLD" "$OLD" \
+	"$(git -C "$RL_ROOT" show "$COMMIT:Makefile" | sed -n 's/^EXTVERSION *= *//p' | head -1)"
+
+if [ "$OLD" = "$NEW" ]; then
+	rl_check "the install script of $OLD is frozen: this tree's sql/$EXTENSION.sql is the release's" same \
+		"$(git -C "$RL_ROOT" show "$COMMIT:sql/$EXTENSION.sql" | cmp -s - "sql/$EXTENSION.sql" && echo same \
+		   || echo "different: the SQL surface changed since $OLD; give the Makefile a new EXTVERSION and ship sql/$EXTENSION--$OLD--<new>.sql")"
+else
+	rl_check "an update script from $OLD ships with $NEW" yes \
+		"$(ls sql/"$EXTENSION--$OLD--"*.sql >/dev/null 2>&1 && echo yes || echo "no sql/$EXTENSION--$OLD--*.sql")"
+fi
+
+work=$RL_ROOT/.cluster/upgrade-build
+PG_COPY=$RL_ROOT/.cluster/upgrade-pg
+cleanup() { rl_cluster_stop; rm -rf "$work" "$PG_COPY"; }
 trap cleanup EXIT
+rm -rf "$work"; mkdir -p "$work/release"
 
-# The release's install script, from its tag.
-if git -C "$RL_ROOT" show "v$OLD:sql/$EXTENSION.sql" >"$work/old.sql" 2>"$work/git.err"; then
-	rl_check "the install script of $OLD comes from tag v$OLD" yes yes
+# A private server: the release's library, then this tree's, go there.
+RL_PG_BIN=$(rl_private_pg "$PG_COPY") || fail_now
+export RL_PG_BIN
+rl_allow_traverse "$RL_PG_BIN"
+make_in() {	# make_in DIR TARGET...: quiet, the log kept for a failure
+	make -C "$1" -s -j2 PG_CONFIG="$RL_PG_BIN/pg_config" "${@:2}" >>"$work/build.log" 2>&1
+}
+git -C "$RL_ROOT" archive "$COMMIT" | tar -x -C "$work/release"
+if make_in "$work/release" all && make_in "$work/release" install; then
+	rl_check "release $OLD builds from its commit and installs" ok ok
 else
-	rl_check "the install script of $OLD comes from tag v$OLD" "sql/$EXTENSION.sql" "$(head -1 "$work/git.err")"
-	echo "upgrade: $passed passed, $failed failed"
-	exit 1
+	tail -20 "$work/build.log" | sed 's/^/# /'
+	rl_check "release $OLD builds from its commit and installs" ok failed
+	fail_now
 fi
 
-# What is installed is this tree's: the install script of NEW and every
-# update script (make install copies them; a stale copy would test
-# something else).
-stale=""
-cmp -s "sql/$EXTENSION.sql" "$SHAREDIR/$EXTENSION--$NEW.sql" || stale="$stale $EXTENSION--$NEW.sql"
-for f in sql/"$EXTENSION"--*--*.sql; do
-	[ -e "$f" ] || continue
-	cmp -s "$f" "$SHAREDIR/$(basename "$f")" || stale="$stale $(basename "$f")"
-done
-rl_check "the installed install and update scripts are this tree's (make install)" "" "${stale# }"
-
-# Where a file of that name is installed already (the release installed by
-# hand), it must be the tag's: it is then left in place.
-if [ -e "$OLD_SCRIPT" ]; then
-	rl_check "the installed $EXTENSION--$OLD.sql is the one of tag v$OLD" same \
-		"$(cmp -s "$work/old.sql" "$OLD_SCRIPT" && echo same || echo different)"
-else
-	rl_as_root install -m 644 "$work/old.sql" "$OLD_SCRIPT" && installed_old=yes
-fi
-
-rl_cluster_start upgrade
+RL_PRELOAD=ratelimit rl_cluster_start upgrade
 q() { rl_psql -d "$1" -tA -c "SET client_min_messages = warning" -c "$2" 2>&1; }
+for db in rl_upgraded rl_fresh rl_upgraded_zone; do q postgres "CREATE DATABASE $db" >/dev/null; done
+rl_check "CREATE EXTENSION $EXTENSION on release $OLD" "$OLD" \
+	"$(q rl_upgraded "CREATE EXTENSION $EXTENSION; SELECT extversion FROM pg_extension WHERE extname = '$EXTENSION'" | grep -v '^$')"
+
+# Zones and drained keys of the release (a zone advances
+# ratelimit.zone_id_seq: a database of its own, outside the comparison).
+allowed_three_times() {	# the three decisions of one key, then of another
+	q rl_upgraded_zone "SELECT string_agg((rl_limit(z, k)).allowed::text, ',' ORDER BY z, k, i)
+	                    FROM unnest(ARRAY['upgrade_table', 'upgrade_shmem']) z,
+	                         unnest(ARRAY[$1]) k, generate_series(1, $2) i"
+}
+q rl_upgraded_zone "CREATE EXTENSION $EXTENSION;
+	SELECT rl_zone_set(zone => 'upgrade_table', algorithm => 'token_bucket', rate => 2, period => '1 day');
+	SELECT rl_zone_set(zone => 'upgrade_shmem', algorithm => 'token_bucket', rate => 2, period => '1 day',
+	                   store => 'shmem')" >/dev/null
+rl_check "release $OLD: key 'drained' admitted twice then refused, in each store" \
+	"true,true,false,true,true,false" "$(allowed_three_times "'drained'" 3)"
+
+# This tree's build over the release's: the release's install script stays
+# (another name, or the same bytes), the update scripts arrive.
+rl_cluster_stop
+if make_in "$RL_ROOT" all && make_in "$RL_ROOT" install; then
+	rl_check "this tree builds and installs over release $OLD" ok ok
+else
+	tail -20 "$work/build.log" | sed 's/^/# /'
+	rl_check "this tree builds and installs over release $OLD" ok failed
+	fail_now
+fi
+rl_cluster_ctl start -w -t 60 -l "$RL_CLUSTER_DIR/server.log" >/dev/null || { cat "$RL_CLUSTER_DIR/server.log"; fail_now; }
 
 rl_check "an update path leads from $OLD to $NEW" yes \
-	"$(q postgres "SELECT CASE WHEN path IS NULL THEN 'no' ELSE 'yes' END FROM pg_available_extension_versions v
-	               CROSS JOIN LATERAL pg_extension_update_paths('$EXTENSION') p
-	               WHERE v.name = '$EXTENSION' AND v.version = '$OLD' AND p.source = '$OLD' AND p.target = '$NEW'")"
-
-for db in rl_upgraded rl_fresh rl_upgraded_zone; do q postgres "CREATE DATABASE $db" >/dev/null; done
-rl_check "CREATE EXTENSION $EXTENSION VERSION '$OLD'" "" "$(q rl_upgraded "CREATE EXTENSION $EXTENSION VERSION '$OLD'")"
-rl_check "... installs $OLD" "$OLD" "$(q rl_upgraded "SELECT extversion FROM pg_extension WHERE extname = '$EXTENSION'")"
-rl_check "ALTER EXTENSION $EXTENSION UPDATE" "" "$(q rl_upgraded "ALTER EXTENSION $EXTENSION UPDATE")"
-rl_check "... updates to $NEW" "$NEW" "$(q rl_upgraded "SELECT extversion FROM pg_extension WHERE extname = '$EXTENSION'")"
+	"$(q postgres "SELECT CASE WHEN '$OLD' = '$NEW' OR EXISTS (SELECT FROM pg_extension_update_paths('$EXTENSION')
+	                                                          WHERE source = '$OLD' AND target = '$NEW' AND path IS NOT NULL)
+	               THEN 'yes' ELSE 'no' END")"
+for db in rl_upgraded rl_upgraded_zone; do
+	rl_check "ALTER EXTENSION $EXTENSION UPDATE in $db gives $NEW" "$NEW" \
+		"$(q $db "ALTER EXTENSION $EXTENSION UPDATE; SELECT extversion FROM pg_extension WHERE extname = '$EXTENSION'" | grep -v '^$')"
+done
+rl_check "after the update: key 'drained' still refused, key 'new' admitted, in each store" \
+	"false,true,false,true" "$(allowed_three_times "'drained', 'new'" 1)"
 rl_check "CREATE EXTENSION $EXTENSION (a fresh $NEW)" "" "$(q rl_fresh "CREATE EXTENSION $EXTENSION")"
-
-# A zone made before the update (configuration, which pg_dump keeps)
-# survives it, and decides.  In a database of its own: the comparison below
-# is of schemas, and the zone advances ratelimit.zone_id_seq.
-rl_check "a zone created on $OLD survives the update, and decides" "token_bucket|5|t" \
-	"$(q rl_upgraded_zone "CREATE EXTENSION $EXTENSION VERSION '$OLD';
-	                       SELECT rl_zone_set(zone => 'upgrade_zone', algorithm => 'token_bucket',
-	                                          rate => 5, period => '1 minute');
-	                       ALTER EXTENSION $EXTENSION UPDATE;
-	                       SELECT algorithm, rate, (rl_limit('upgrade_zone', 'k')).allowed
-	                       FROM rl_zones WHERE zone = 'upgrade_zone'" | grep -v '^$')"
 
 if diff=$(bash "$RL_ROOT/test/upgrade/compare_schema.sh" rl_upgraded rl_fresh "$EXTENSION" 2>&1); then
 	rl_check "the update from $OLD gives what a fresh install of $NEW gives" same same
