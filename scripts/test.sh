@@ -41,10 +41,11 @@
 #                                    ```output blocks must match
 #   dist        test/dist/dist.sh    make dist: META.json, a source-only
 #                                    archive that builds and installs
-#   upgrade     test/upgrade/upgrade.sh  the last released version (git tag
-#                                    v*), ALTER EXTENSION UPDATE, compared
-#                                    with a fresh install; skipped (never
-#                                    counted as passed) before a release
+#   upgrade     test/upgrade/upgrade.sh  the last release, built from the
+#                                    commit test/upgrade/releases names,
+#                                    its keys taken over by this build,
+#                                    ALTER EXTENSION UPDATE, compared with
+#                                    a fresh install (own private server)
 #   examples    test/examples/run.sh the Python and Node apps of examples/
 #                                    against their own cluster: 200s, the
 #                                    429 and its headers
