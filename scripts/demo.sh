@@ -4,8 +4,8 @@
 # zone deciding with rl_limit (a refusal: allowed = f and retry_after) and
 # the ad-hoc rl_token_bucket (-1 = refused).  Ends with the PG* variables
 # that reach the cluster (for psql and examples/), also written to
-# .cluster/demo/env.  Running it again starts a new cluster in place of the
-# old one.
+# .cluster/demo/env (removed by stop).  Running it again starts a new
+# cluster in place of the old one.
 #   bash scripts/demo.sh         run the demo (leaves the cluster running)
 #   bash scripts/demo.sh stop    stop the demo cluster
 set -euo pipefail
@@ -14,6 +14,7 @@ source "$(dirname "$0")/lib.sh"
 rl_cluster_use demo
 if [ "${1:-}" = "stop" ]; then
 	rl_cluster_stop
+	rm -f "$RL_CLUSTER_DIR/env"	# its variables reach nothing now
 	echo "demo cluster stopped"
 	exit 0
 fi
@@ -46,6 +47,7 @@ echo "Five requests of key 'user:42' in quick succession, each one call:"
 echo "  $limit"
 echo
 sql -P footer=off "${requests[@]}" | sed "/^$/d; s/^/  /"
+echo
 echo "Requests 4 and 5 are refused: allowed = f, and retry_after says when a"
 echo "request of this key would be admitted again.  A refusal takes nothing."
 

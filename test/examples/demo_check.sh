@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by test/examples/run.sh: scripts/demo.sh as the README's quick
 # start runs it, then examples/ against its cluster as examples/README.md
 # says.  The demo builds and installs the extension and keeps its cluster
@@ -85,7 +86,9 @@ test_demo() {
 	fi
 	local said
 	said=$(demo stop 2>&1)
-	rl_check "demo: 'demo.sh stop' stops it" "demo cluster stopped/no connection" "$said/$(connects "$exports")"
+	rl_check "demo: 'demo.sh stop' stops it (and removes its env file)" \
+		"demo cluster stopped/no connection/no env file" \
+		"$said/$(connects "$exports")/$([ -e "$demo_repo/.cluster/demo/env" ] && echo env file || echo no env file)"
 	demo_repo=""
 	if [ $# -gt 0 ]; then
 		get

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by test/examples/run.sh: what an app does when the database
 # cannot decide.  A role, app_pw, that pg_hba.conf asks a SCRAM password of
 # (the rule of a stock Debian cluster for TCP: host ... scram-sha-256); the
@@ -67,11 +68,11 @@ test_outages() {
 	shift
 	app_cmd=("$@")
 	[ "$password_ready" = yes ] || password_setup
-	local as=(PGUSER=$PW_ROLE PGDATABASE=postgres PGPASSFILE="$tmp/none")
+	local as=("PGUSER=$PW_ROLE" PGDATABASE=postgres "PGPASSFILE=$tmp/none")
 	local how
 	for how in "no password" "a wrong password"; do
 		local vars=("${as[@]}")
-		[ "$how" = "no password" ] || vars+=(PGPASSWORD=wrong-$PW_SECRET)
+		[ "$how" = "no password" ] || vars+=("PGPASSWORD=wrong-$PW_SECRET")
 		launch "$name-refused" "${vars[@]}"
 		rl_check "$name, $how: the app starts and answers" yes "$up"
 		get

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by test/examples/run.sh, on its cluster (sql, the extension
 # created in database postgres): examples/setup.sql applied as a user
 # would, with plain psql -f (the file sets ON_ERROR_STOP itself).
