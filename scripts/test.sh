@@ -48,7 +48,10 @@
 #                                    a fresh install (own private server)
 #   examples    test/examples/run.sh the Python and Node apps of examples/
 #                                    against their own cluster: 200s, the
-#                                    429 and its headers
+#                                    429 and its headers; a SCRAM password
+#                                    (none, wrong: 503), the database down
+#                                    (503, then 200); setup.sql twice; the
+#                                    demo (in a copy, private PostgreSQL)
 #   sqlsmith    test/fuzz/sqlsmith.sh  random SQL over the extension's
 #                                    functions, seeded (own cluster, ~2.5
 #                                    min); fails on any server crash

@@ -1,28 +1,33 @@
 'use strict';
 // A minimal HTTP app guarded by the ratelimit extension.
 //
-// Every GET spends one request of the client's allowance in zone 'api'
-// (examples/setup.sql): 200 while the zone allows it, 429 once it refuses,
-// with the headers rl_headers() computes for the decision either way.
+// Every GET spends one request of the client's allowance in zone
+// 'example_api' (examples/setup.sql): 200 while the zone allows it, 429 once
+// it refuses, with the headers rl_headers() computes for the decision either
+// way; 503 while the database cannot decide (down, refusing the login, no
+// zone), and the app keeps running.
 //
-//     PGDATABASE=mydb PGUSER=app node app.js [PORT]
+//     PGUSER=app node app.js [PORT]
 //
 // The database connection comes from libpq's environment variables (PGHOST,
-// PGPORT, PGDATABASE, PGUSER, PGPASSWORD, PGSSLMODE), which node-postgres
-// reads as psql does.  The app listens on HOST (default 127.0.0.1) and on
-// the port given as its argument, else PORT, else 8000; RL_ZONE names the
-// zone (default api).
+// PGPORT, PGDATABASE, PGUSER, PGPASSWORD or ~/.pgpass, PGSSLMODE,
+// PGCONNECT_TIMEOUT), which node-postgres reads as psql does.  The app
+// listens on HOST (default 127.0.0.1) and on the port given as its argument,
+// else PORT, else 8000; RL_ZONE names the zone (default example_api).
 const http = require('node:http');
 const { Pool } = require('pg');
 
-const zone = process.env.RL_ZONE || 'api';
+const zone = process.env.RL_ZONE || 'example_api';
 const host = process.env.HOST || '127.0.0.1';
 const port = Number(process.argv[2] || process.env.PORT || 8000);
 
 // The limiter: one round trip decides and returns the response headers.
 // Each pool.query runs outside a transaction block, so it commits (and takes
-// its token) at once.
-const pool = new Pool();
+// its token) at once.  The pool connects when a query needs a connection: a
+// failed connection is no reason to exit, the request gets a 503 and the
+// next one tries again.  node-postgres waits forever for an unanswered
+// connection unless told otherwise (libpq's PGCONNECT_TIMEOUT, in seconds).
+const pool = new Pool({ connectionTimeoutMillis: 1000 * Number(process.env.PGCONNECT_TIMEOUT || 5) });
 pool.on('error', (err) => console.error('idle connection lost:', err.message));
 const LIMIT = 'SELECT r.allowed, rl_headers(r) AS headers FROM rl_limit($1, $2) r';
 
@@ -52,8 +57,9 @@ const server = http.createServer(async (req, res) => {
   else reply(res, 429, row.headers, 'too many requests\n');
 });
 
-// Fail at start, not at the first request, when the database is unreachable.
-pool.query('SELECT 1').then(
-  () => server.listen(port, host, () => console.log(`listening on http://${host}:${port}/ (zone ${zone})`)),
-  (err) => { console.error('cannot connect to the database:', err.message); process.exit(1); },
-);
+server.listen(port, host, () => {
+  console.log(`listening on http://${host}:${port}/ (zone ${zone})`);
+  // Say at once when the database is out of reach, rather than at the first
+  // request.
+  pool.query('SELECT 1').catch((err) => console.error('database unavailable, answering 503 until it is:', err.message));
+});

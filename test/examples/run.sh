@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # End-to-end test of the example apps (examples/python, examples/node): each
 # one runs against a throwaway cluster (scripts/lib.sh, .cluster/examples)
-# where examples/setup.sql made zone 'api' and role 'app', as role 'app', on
-# a free loopback port; curl sends it requests.  Expectations come from the
+# where examples/setup.sql made zone 'example_api' and role 'app', as role
+# 'app', on a free loopback port, the connection given by libpq's PG*
+# variables alone; curl sends it requests.  Expectations come from the
 # zone as setup.sql defined it (rl_zones): N = its capacity, T = period /
 # rate, the seconds one request takes to come back.  For each app:
 #   - requests 1..N are 200, with every header rl_headers() returns for an
 #     admitted call and none it adds only to a refusal; RateLimit-Policy
-#     "api";q=<rate>;w=<period s>, RateLimit "api";r=N - i;t= in
+#     "example_api";q=<rate>;w=<period s>, RateLimit "example_api";r=N - i;t= in
 #     [i*T - elapsed, i*T];
 #   - request N+1 is 429 with every header rl_headers() returns for a
 #     refusal: Retry-After in [T - elapsed, T], r=0, t in [N*T - elapsed,
@@ -17,7 +18,21 @@
 #     with Remaining N - 1 (its own allowance);
 #   - the database holds exactly those two keys, with those allowances;
 #   - all of it within T seconds (then the clock's refill cannot have given
-#     back a whole request, so the counts above are exact).
+#     back a whole request, so the counts above are exact);
+#   - password authentication and outages (test/examples/outages.sh): as a
+#     role that pg_hba.conf asks a SCRAM password of, with no password or a
+#     wrong one the app starts, answers 503 and keeps running; with it in
+#     PGPASSWORD or in a password file (PGPASSFILE, as ~/.pgpass), 200;
+#     with the database stopped under it, 503, then 200 once it is back;
+#     started while the database is down, 503, then 200 once it is up.
+# setup.sql: applied beside the README's zone 'api' and the demo's zone,
+# then again (no change); against a zone of its name with another algorithm
+# it fails and leaves nothing applied (no grant).
+# The demo (test/examples/demo_check.sh): scripts/demo.sh, run twice in a copy of
+# the repository on a private copy of PostgreSQL, shows a refusal and
+# rl_token_bucket's -1, and prints export PG* lines that reach its cluster;
+# with them, setup.sql applies (twice) and an app answers 200; `demo.sh
+# stop` stops it (the app then answers 503).
 # Installs what is missing (python3-psycopg; node's pg with npm ci); an app
 # whose tools cannot be installed prints "# SKIP <app>: <reason>" and counts
 # neither passed nor failed.  Ends with "N passed, N failed"; exits non-zero
@@ -30,7 +45,7 @@ EXAMPLES=$RL_ROOT/examples
 # Debian's interpreter, where python3-psycopg installs (not a pyenv's or a
 # virtualenv's python3 that PATH may find first).
 PYTHON=${RL_PYTHON:-/usr/bin/python3}
-ZONE=api
+ZONE=example_api
 skipped=0
 
 tmp=$(mktemp -d)
@@ -44,6 +59,7 @@ stop_app() {
 }
 cleanup() {
 	stop_app
+	demo_stop
 	rl_cluster_stop
 	rm -rf "$tmp"
 }
@@ -122,11 +138,15 @@ check_range() {
 sub() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a - b }'; }
 mul() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%g", a * b }'; }
 
+source "$(dirname "$0")/setup_sql.sh"
+source "$(dirname "$0")/outages.sh"
+source "$(dirname "$0")/demo_check.sh"
+
 command -v curl >/dev/null || rl_install_packages curl </dev/null || rl_die "curl could not be installed"
 RL_PRELOAD=ratelimit rl_cluster_start examples "fsync = off"
 sql() { rl_psql -d postgres -tA "$@"; }
 sql -c 'CREATE EXTENSION ratelimit' >/dev/null
-sql -f "$EXAMPLES/setup.sql" >/dev/null || rl_die "examples/setup.sql failed"
+check_setup_sql
 
 # The zone as setup.sql made it.  The expectations below are a token
 # bucket's: a request comes back every T seconds, up to N.
@@ -216,16 +236,22 @@ test_app() {
 	stop_app
 }
 
+demo_app=()	# the first app that runs: the demo's check starts it too
 if reason=$(need_python); then
 	test_app python "$PYTHON" "$EXAMPLES/python/app.py"
+	test_outages python "$PYTHON" "$EXAMPLES/python/app.py"
+	demo_app=("$PYTHON" "$EXAMPLES/python/app.py")
 else
 	skip python "$reason"
 fi
 if reason=$(need_node); then
 	test_app node node "$EXAMPLES/node/app.js"
+	test_outages node node "$EXAMPLES/node/app.js"
+	[ ${#demo_app[@]} -gt 0 ] || demo_app=(node "$EXAMPLES/node/app.js")
 else
 	skip node "$reason"
 fi
+test_demo "${demo_app[@]}"
 
 if [ "$skipped" -gt 0 ]; then
 	echo "$passed passed, $failed failed, $skipped skipped"
