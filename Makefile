@@ -17,6 +17,10 @@ OBJS = \
 	src/api/zone_calls.o \
 	src/decision/algorithms.o \
 	src/decision/decide.o \
+	src/decision/decide_leases.o \
+	src/decision/decide_refund.o \
+	src/decision/decide_several_zones.o \
+	src/decision/decide_wait.o \
 	src/decision/zone.o \
 	src/store/row_direct.o \
 	src/store/row_spi.o \

@@ -3,7 +3,7 @@
  * library.  It wires the layers together and holds no logic of its own:
  *
  *   api/       SQL-callable functions: read arguments, build the result
- *   decision/  one decision, whatever the store (decide.c), zones
+ *   decision/  one decision, whatever the store (decide*.c), zones
  *   store/     where state lives: the table store and the shmem store,
  *              behind one interface (store.h)
  *   core/      the algorithms, pure C++, no PostgreSQL headers

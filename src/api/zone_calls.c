@@ -1,7 +1,8 @@
 /*
  * zone_calls.c -- the zone checks as SQL sees them: rl_limit,
  * rl_sliding_window, rl_peek, rl_reset and rl_gcra, all returning
- * rl_result.  Each reads its arguments and hands the call to decide.c.
+ * rl_result.  Each reads its arguments and hands the call to decision/
+ * (decide.h).
  */
 #include "postgres.h"
 

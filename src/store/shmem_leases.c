@@ -411,7 +411,7 @@ static bool
 LeaseUpdateTogether(RlStoreCall **calls, void **args, int n, RlDecideFn decide,
 					RlDecideFn hold, RlAdmitFn admit, void *admit_arg, RlStoreOutcome *outcomes)
 {
-	/* decide.c refuses concurrency zones in a call on several zones. */
+	/* decide_several_zones.c refuses concurrency zones in a call on several zones. */
 	elog(ERROR, "leases are not decided together with other zones");
 	pg_unreachable();
 }

@@ -1,7 +1,7 @@
 /*
  * store.h -- the one interface to where a key's state is kept.
  *
- * The decision layer (decision/decide.c) hands a store a key and an
+ * The decision layer (decision/decide*.c) hands a store a key and an
  * algorithm (a decide callback); the store runs the algorithm on the key's
  * state and keeps the result, atomically with respect to concurrent calls.
  * Three stores implement it:
