@@ -54,11 +54,22 @@ RL_HEADERS = $(wildcard src/*/*.h)
 DATA = $(wildcard sql/$(EXTENSION)--*--*.sql)
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
 
-# setup first: it creates what the other tests share.
-# shmem runs alone, on a fresh server (scripts/test.sh): make installcheck
-# REGRESS="setup shmem".
-REGRESS = setup $(filter-out setup shmem $(EXTENSION) $(EXTENSION)--%,$(patsubst sql/%.sql,%,$(wildcard sql/*.sql)))
-REGRESS_OPTS = --inputdir=. --load-extension=$(EXTENSION)
+# make installcheck runs on any server: setup first (it creates what the
+# other tests share), then the tests that need nothing but the extension,
+# then the schedules below that the server under test can run (it is asked,
+# see the end of this file); each one it cannot is reported as skipped,
+# with the reason, and never counted.  REGRESS="..." on the command line
+# runs exactly those tests (scripts/test.sh does), asking nothing.
+# Tests that make a shmem zone: ratelimit in shared_preload_libraries.
+RL_PRELOAD_TESTS = gc grants headers keys leases multi_zone portability refund shadow trigger wait zone_changes
+# The pg_cron refill mode: pg_cron and ratelimit in shared_preload_libraries
+# (and pg_cron's default cron.database_name = 'postgres').
+RL_CRON_TESTS = cron
+# shmem counts exactly from an empty store: it runs alone, on a fresh
+# server (scripts/test.sh): make installcheck REGRESS="setup shmem".
+RL_BASE_TESTS = $(filter-out setup shmem $(RL_PRELOAD_TESTS) $(RL_CRON_TESTS) $(EXTENSION) $(EXTENSION)--%,$(basename $(notdir $(wildcard $(srcdir)/sql/*.sql))))
+REGRESS = setup $(RL_BASE_TESTS)
+REGRESS_OPTS = --inputdir=$(srcdir) --load-extension=$(EXTENSION)
 
 PG_CPPFLAGS = -I$(srcdir)/src
 # RL_ASSERTS=1: the extension's Assert()s are checked even where the server
@@ -112,3 +123,33 @@ dist:
 	git archive --format zip --prefix=$(EXTENSION)-$(EXTVERSION)/ --output $(EXTENSION)-$(EXTVERSION).zip HEAD
 
 .PHONY: unit dist
+
+# ---- make installcheck: which schedules the server under test can run ----
+# Asked once, with the psql of PG_CONFIG and the usual PGHOST, PGPORT,
+# PGUSER (as pg_regress connects), only when installcheck chooses its tests.
+ifeq ($(origin REGRESS)|$(filter installcheck,$(MAKECMDGOALS)),file|installcheck)
+comma := ,
+RL_SERVER_PRELOAD := $(shell $(bindir)/psql -X -A -t -q -d postgres -c 'SHOW shared_preload_libraries' 2>/dev/null || echo '(unknown: psql could not connect)')
+# "pg_cron, ratelimit", '$$libdir/ratelimit', "ratelimit": the bare names.
+RL_PRELOADED := $(notdir $(subst ",,$(subst $(comma), ,$(RL_SERVER_PRELOAD))))
+# Shown in the shell's double quotes: a $$libdir stays as it is.
+RL_SERVER_HAS = the server has shared_preload_libraries = '$(subst $$,\$$,$(RL_SERVER_PRELOAD))'
+ifneq (,$(filter ratelimit,$(RL_PRELOADED)))
+REGRESS += $(RL_PRELOAD_TESTS)
+else
+RL_SKIPPED += "skipped: $(words $(RL_PRELOAD_TESTS)) tests that need ratelimit in shared_preload_libraries ($(RL_PRELOAD_TESTS)): $(RL_SERVER_HAS)"
+endif
+ifeq (ratelimit pg_cron,$(filter ratelimit,$(RL_PRELOADED)) $(filter pg_cron,$(RL_PRELOADED)))
+REGRESS += $(RL_CRON_TESTS)
+else
+RL_SKIPPED += "skipped: $(words $(RL_CRON_TESTS)) test that needs pg_cron and ratelimit in shared_preload_libraries ($(RL_CRON_TESTS)): $(RL_SERVER_HAS)"
+endif
+# (pgxs.mk has read REGRESS_PREP already: a prerequisite of our own.)
+installcheck: rl-report-skipped
+endif
+
+# Before pg_regress: a line per schedule this server cannot run.
+rl-report-skipped:
+	@for line in $(RL_SKIPPED); do echo "$$line"; done
+
+.PHONY: rl-report-skipped

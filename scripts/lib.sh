@@ -148,7 +148,8 @@ rl_allow_traverse() {
 }
 
 # rl_cluster_start NAME [extra postgresql.conf lines...]
-# RL_PRELOAD: its shared_preload_libraries (default 'pg_cron, ratelimit').
+# RL_PRELOAD: its shared_preload_libraries (default 'pg_cron, ratelimit';
+# RL_PRELOAD='' preloads nothing: a server as installed).
 # Sets PGHOST, PGPORT, PGUSER, RL_PGDATA, RL_CLUSTER_DIR.
 # rl_cluster_use NAME: point RL_CLUSTER_DIR and RL_PGDATA at cluster NAME.
 rl_cluster_use() {
@@ -170,8 +171,8 @@ rl_cluster_start() {
 	{
 		echo "listen_addresses = '127.0.0.1'"
 		echo "unix_socket_directories = ''"
-		echo "shared_preload_libraries = '${RL_PRELOAD:-pg_cron, ratelimit}'"
-		[[ ${RL_PRELOAD:-pg_cron} != *pg_cron* ]] || echo "cron.database_name = 'postgres'"
+		echo "shared_preload_libraries = '${RL_PRELOAD-pg_cron, ratelimit}'"
+		[[ ${RL_PRELOAD-pg_cron} != *pg_cron* ]] || echo "cron.database_name = 'postgres'"
 		echo "max_prepared_transactions = 10"
 		echo "logging_collector = off"
 		local line
