@@ -54,8 +54,11 @@ RL_BUILD_PACKAGES+=(postgresql-$RL_PG_VERSION postgresql-server-dev-$RL_PG_VERSI
 # the examples' test (Node.js and npm come with the machine, not Debian).
 RL_TEST_TOOLS=()
 [ "$RL_PG_VERSION" != 15 ] || RL_TEST_TOOLS=(libclang-rt-14-dev git unzip python3-psycopg curl)
+# The Debian package's build (debian/control's Build-Depends; scripts/deb.sh,
+# test/package/package.sh): on every major.
+RL_DEB_PACKAGES=(debhelper dpkg-dev postgresql-server-dev-all postgresql-all)
 RL_PACKAGES=(
-	"${RL_BUILD_PACKAGES[@]}" "${RL_TEST_TOOLS[@]}"
+	"${RL_BUILD_PACKAGES[@]}" "${RL_TEST_TOOLS[@]}" "${RL_DEB_PACKAGES[@]}"
 	postgresql-$RL_PG_VERSION-cron postgresql-$RL_PG_VERSION-pgtap
 	libtap-parser-sourcehandler-pgtap-perl
 	libgtest-dev
