@@ -57,9 +57,13 @@ if [ -z "$(sed -n 's/^Package: //p' debian/control)" ]; then
 	echo "error: no PostgreSQL major both in debian/pgversions and supported here${major:+ (--pg $major)}" >&2
 	exit 1
 fi
-if ! missing=$(dpkg-checkbuilddeps 2>&1); then
-	echo "$missing" >&2
-	echo "error: install the build dependencies first (sudo apt-get install ...)" >&2
+if ! unmet=$(dpkg-checkbuilddeps 2>&1); then
+	missing=$(sed -n 's/.*Unmet build dependencies: //p' <<<"$unmet" | sed 's/ ([^)]*)//g')
+	if [ -n "$missing" ]; then
+		echo "error: the build needs: sudo apt-get install $missing" >&2
+	else
+		echo "$unmet" >&2
+	fi
 	exit 1
 fi
 dpkg-buildpackage -us -uc -b >"$work/build.log" 2>&1 || {
@@ -68,5 +72,6 @@ dpkg-buildpackage -us -uc -b >"$work/build.log" 2>&1 || {
 	exit 1
 }
 grep -E '^(### |test |ok |not ok |skipped| All | [0-9]+ of )' "$work/build.log" || true
-cp "$work"/*.deb "$out/"
-(cd "$work" && ls -1 ./*.deb | sed "s|^\./|$out/|")
+for deb in "$work"/*.deb; do
+	cp "$deb" "$out/" && echo "$out/$(basename "$deb")"
+done

@@ -15,7 +15,7 @@
 # (a private copy), only the build and the package's contents are checked.
 # Prints TAP lines and "N passed, N failed"; exits non-zero on a failure.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 # shellcheck source=../../scripts/lib.sh disable=SC1091
 source scripts/lib.sh
 
@@ -31,7 +31,7 @@ chmod 755 "$work"	# pg_virtualenv's clusters run as postgres
 # Build.
 bash scripts/deb.sh --pg "$major" --out "$work" >"$work/build.log" 2>&1
 status=$?
-deb=$(ls "$work/${pkg}_"*.deb 2>/dev/null | head -1)
+deb=$(find "$work" -maxdepth 1 -name "${pkg}_*.deb" | head -1)
 rl_check "scripts/deb.sh --pg $major builds $pkg" "0 yes" "$status $([ -f "$deb" ] && echo yes || echo no)"
 if [ -z "$deb" ]; then
 	tail -40 "$work/build.log"
