@@ -11,7 +11,8 @@
 #
 # Needs the packages of debian/control's Build-Depends (it says which are
 # missing).  The build runs the regression tests against the files it is
-# about to package (DEB_BUILD_OPTIONS=nocheck skips them).
+# about to package (DEB_BUILD_OPTIONS=nocheck DEB_BUILD_PROFILES=nocheck
+# skip them, and the need for postgresql-all).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
