@@ -58,11 +58,26 @@ RL_HEADERS = $(wildcard src/*/*.h)
 DATA = $(wildcard sql/$(EXTENSION)--*--*.sql)
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
 
-# setup first: it creates what the other tests share.
-# shmem runs alone, on a fresh server (scripts/test.sh): make installcheck
-# REGRESS="setup shmem".
-REGRESS = setup $(filter-out setup shmem $(EXTENSION) $(EXTENSION)--%,$(patsubst sql/%.sql,%,$(wildcard sql/*.sql)))
-REGRESS_OPTS = --inputdir=. --load-extension=$(EXTENSION)
+# make installcheck runs on any server: setup first (it creates what the
+# other tests share), then the tests that need nothing but the extension,
+# then those whose needs below the server under test meets (it is asked,
+# see the end of this file); the others are reported as skipped, with the
+# reason, and never counted.  REGRESS="..." on the command line runs
+# exactly those tests (scripts/test.sh does), asking nothing.
+# ratelimit in shared_preload_libraries: the tests that make a shmem zone.
+RL_NEEDS_preload = cron gc grants headers keys leases multi_zone portability refund shadow trigger wait zone_changes
+# pg_cron in shared_preload_libraries (with its default cron.database_name
+# = 'postgres'): the pg_cron refill mode.
+RL_NEEDS_cron = cron
+# max_prepared_transactions > 0 (PostgreSQL's default is 0): PREPARE
+# TRANSACTION.
+RL_NEEDS_2pc = gc transactions
+RL_NEEDS_SOMETHING = $(sort $(RL_NEEDS_preload) $(RL_NEEDS_cron) $(RL_NEEDS_2pc))
+# shmem counts exactly from an empty store: it runs alone, on a fresh
+# server (scripts/test.sh): make installcheck REGRESS="setup shmem".
+RL_BASE_TESTS = $(filter-out setup shmem $(RL_NEEDS_SOMETHING) $(EXTENSION) $(EXTENSION)--%,$(basename $(notdir $(wildcard $(srcdir)/sql/*.sql))))
+REGRESS = setup $(RL_BASE_TESTS)
+REGRESS_OPTS = --inputdir=$(srcdir) --load-extension=$(EXTENSION)
 
 PG_CPPFLAGS = -I$(srcdir)/src
 # RL_ASSERTS=1: the extension's Assert()s are checked even where the server
@@ -120,3 +135,33 @@ dist:
 	git archive --format zip --prefix=$(EXTENSION)-$(EXTVERSION)/ --output $(EXTENSION)-$(EXTVERSION).zip HEAD
 
 .PHONY: unit dist
+
+# ---- make installcheck: what the server under test can run ----
+# Asked once, with the psql of PG_CONFIG and the usual PGHOST, PGPORT,
+# PGUSER (as pg_regress connects), only when installcheck chooses its tests.
+ifeq ($(origin REGRESS)|$(filter installcheck,$(MAKECMDGOALS)),file|installcheck)
+comma := ,
+RL_SERVER := $(shell $(bindir)/psql -X -A -t -q -d postgres -F ' ' -c "SELECT current_setting('max_prepared_transactions'), current_setting('shared_preload_libraries')" 2>/dev/null || echo '? (unknown: psql could not connect)')
+RL_SERVER_2PC := $(firstword $(RL_SERVER))
+RL_SERVER_PRELOAD := $(wordlist 2,$(words $(RL_SERVER)),$(RL_SERVER))
+# "pg_cron, ratelimit", '$$libdir/ratelimit', "ratelimit": the bare names.
+RL_PRELOADED := $(notdir $(subst ",,$(subst $(comma), ,$(RL_SERVER_PRELOAD))))
+# Shown in the shell's double quotes: a $$libdir stays as it is.
+RL_HAS_PRELOAD = the server has shared_preload_libraries = '$(subst $$,\$$,$(RL_SERVER_PRELOAD))'
+RL_UNMET = $(if $(filter ratelimit,$(RL_PRELOADED)),,preload) $(if $(filter pg_cron,$(RL_PRELOADED)),,cron) \
+	$(if $(filter-out ? 0,$(RL_SERVER_2PC)),,2pc)
+RL_WHY_preload = need ratelimit in shared_preload_libraries; $(RL_HAS_PRELOAD)
+RL_WHY_cron = need pg_cron in shared_preload_libraries; $(RL_HAS_PRELOAD)
+RL_WHY_2pc = need max_prepared_transactions > 0; the server has $(RL_SERVER_2PC)
+RL_SKIPPED_TESTS = $(sort $(foreach need,$(RL_UNMET),$(RL_NEEDS_$(need))))
+REGRESS += $(filter-out $(RL_SKIPPED_TESTS),$(RL_NEEDS_SOMETHING))
+# (pgxs.mk has read REGRESS_PREP already: a prerequisite of our own.)
+installcheck: rl-report-skipped
+endif
+
+# Before pg_regress: the tests this server cannot run, and why.
+rl-report-skipped:
+	@$(foreach need,$(RL_UNMET),echo "skipped ($(RL_WHY_$(need))): $(RL_NEEDS_$(need))";)
+	@$(if $(RL_SKIPPED_TESTS),echo "skipped: $(words $(RL_SKIPPED_TESTS)) of $(words setup $(RL_BASE_TESTS) $(RL_NEEDS_SOMETHING)) tests$(comma) not run and not counted below")
+
+.PHONY: rl-report-skipped

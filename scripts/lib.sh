@@ -54,8 +54,11 @@ RL_BUILD_PACKAGES+=(postgresql-$RL_PG_VERSION postgresql-server-dev-$RL_PG_VERSI
 # the examples' test (Node.js and npm come with the machine, not Debian).
 RL_TEST_TOOLS=()
 [ "$RL_PG_VERSION" != 15 ] || RL_TEST_TOOLS=(libclang-rt-14-dev git unzip python3-psycopg curl)
+# The Debian package's build (debian/control's Build-Depends; scripts/deb.sh,
+# test/package/package.sh): on every major.
+RL_DEB_PACKAGES=(debhelper dpkg-dev postgresql-server-dev-all postgresql-all)
 RL_PACKAGES=(
-	"${RL_BUILD_PACKAGES[@]}" "${RL_TEST_TOOLS[@]}"
+	"${RL_BUILD_PACKAGES[@]}" "${RL_TEST_TOOLS[@]}" "${RL_DEB_PACKAGES[@]}"
 	postgresql-$RL_PG_VERSION-cron postgresql-$RL_PG_VERSION-pgtap
 	libtap-parser-sourcehandler-pgtap-perl
 	libgtest-dev
@@ -148,7 +151,8 @@ rl_allow_traverse() {
 }
 
 # rl_cluster_start NAME [extra postgresql.conf lines...]
-# RL_PRELOAD: its shared_preload_libraries (default 'pg_cron, ratelimit').
+# RL_PRELOAD: its shared_preload_libraries (default 'pg_cron, ratelimit';
+# RL_PRELOAD='' preloads nothing: a server as installed).
 # Sets PGHOST, PGPORT, PGUSER, RL_PGDATA, RL_CLUSTER_DIR.
 # rl_cluster_use NAME: point RL_CLUSTER_DIR and RL_PGDATA at cluster NAME.
 rl_cluster_use() {
@@ -170,8 +174,8 @@ rl_cluster_start() {
 	{
 		echo "listen_addresses = '127.0.0.1'"
 		echo "unix_socket_directories = ''"
-		echo "shared_preload_libraries = '${RL_PRELOAD:-pg_cron, ratelimit}'"
-		[[ ${RL_PRELOAD:-pg_cron} != *pg_cron* ]] || echo "cron.database_name = 'postgres'"
+		echo "shared_preload_libraries = '${RL_PRELOAD-pg_cron, ratelimit}'"
+		[[ ${RL_PRELOAD-pg_cron} != *pg_cron* ]] || echo "cron.database_name = 'postgres'"
 		echo "max_prepared_transactions = 10"
 		echo "logging_collector = off"
 		local line

@@ -74,6 +74,13 @@
 #   multi-zone  test/load/multi_zone.sh  pgbench on rl_limit(zones[]): none
 #                                    charged when one refuses, no deadlock;
 #                                    both stores, mixed (own cluster)
+#   package     test/package/package.sh  the Debian package of the major
+#                                    (debian/, scripts/deb.sh): built from a
+#                                    copy of the tree, installed with apt-get
+#                                    install ./….deb, CREATE EXTENSION and
+#                                    autopkgtest's installcheck on throwaway
+#                                    clusters (pg_virtualenv), purged; last,
+#                                    the make-installed files put back
 #
 # The shmem store's suites (sql/shmem.sql, test/isolation/specs/shmem_*,
 # test/pgtap/shmem.sql, test/fault/shmem.sh, test/fault/shmem_flood.sh,
@@ -329,6 +336,13 @@ for access in direct spi; do
 		bash test/load/sliding_window.sh 2 3
 	run_tap_script "fault ($access)" "$RESULTS/fault-$access.log" bash test/fault/crash_restart.sh
 done
+
+# Last: while it runs, the package's files replace the extension built
+# above (put back at its end); its clusters are pg_virtualenv's own.
+unset PGOPTIONS
+rl_cluster_stop
+echo "---- the Debian package: build, apt-get install ./….deb, test, purge (once, last)"
+run_tap_script "package (.deb)" "$RESULTS/package.log" bash test/package/package.sh
 
 echo
 printf '%s\n' "${summary[@]}"

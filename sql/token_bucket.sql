@@ -94,7 +94,7 @@ SELECT rl_token_bucket(repeat('p', 1024), 1.2345678901234567e-300, 1.23456789012
 -- The state table holds one row per bucket: id, rate and window.
 SELECT id, rate, "window", tokens, token_fraction, updated_at FROM ratelimit.token_bucket
 WHERE id IN ('user:42', 'frac', 'slow', 'shared', 'clamp') ORDER BY id, rate, "window";
-SELECT left(id, 4) AS id, length(id), rate, "window" FROM ratelimit.token_bucket WHERE length(id) = 1024;
+SELECT left(id, 4) AS id, length(id), rate, "window" FROM ratelimit.token_bucket WHERE id = repeat('p', 1024);
 
 -- rl_gcra keeps redis-cell's semantics: one state per key, whatever the
 -- parameters.  That state, a theoretical arrival time, only moves forward:
