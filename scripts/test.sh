@@ -96,26 +96,57 @@ while [ $# -gt 0 ]; do
 	esac
 done
 [ ${#majors[@]} -gt 0 ] || majors=("${CI_MAJORS[@]}")
+# The summary of several majors: one line each, with its counts, or why it
+# failed, did not finish or was skipped, and the suites it skipped; then
+# the tests of all of them in one line.  A major skipped for a reason of
+# the machine (its chroot cannot mount /proc here: exit status 77 and a
+# "# SKIP" line) is listed, and fails the run only when no major ran at all;
+# a major that failed or did not finish always fails it.
 if [ ${#majors[@]} -gt 1 ]; then
-	all_passed=0 all_failed=0 lines=()
+	all_passed=0 all_failed=0 lines=() ran=0 bad=0
 	logs=$(mktemp -d)
 	trap 'rm -rf "$logs"' EXIT
 	for major in "${majors[@]}"; do
 		echo "======== PostgreSQL $major"
 		start=$SECONDS
-		bash "$0" --pg "$major" | tee "$logs/$major.log"
+		# Its output to the terminal as it comes, its stdout and stderr
+		# kept apart for the summary.
+		( bash "$0" --pg "$major" 2>&1 1>&3 3>&- | tee "$logs/$major.err" >&2 3>&-
+		  exit "${PIPESTATUS[0]}" ) 3>&1 | tee "$logs/$major.log"
+		status=${PIPESTATUS[0]}
+		took=$(printf '(%d min %02d s)' $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60)))
 		last=$(tail -n 1 "$logs/$major.log")
-		if [[ $last =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]]; then
+		skip=$(grep -m1 "^# SKIP PostgreSQL $major: " "$logs/$major.log" | sed "s/^# SKIP PostgreSQL $major: //")
+		if [ "$status" -eq 77 ] && [ -n "$skip" ]; then
+			result="skipped: $skip"
+		elif [[ $last =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]]; then
+			ran=$((ran + 1))
 			all_passed=$((all_passed + BASH_REMATCH[1])); all_failed=$((all_failed + BASH_REMATCH[2]))
+			result=$last
+			if [ "$status" -ne 0 ] || [ "${BASH_REMATCH[2]}" -ne 0 ]; then
+				bad=$((bad + 1))
+				result="failed: $last; $(sed -n 's/^failed: //p' "$logs/$major.log" | tail -1)"
+			fi
 		else
-			all_failed=$((all_failed + 1)); last="did not finish ($last)"
+			ran=$((ran + 1)) bad=$((bad + 1))
+			# Why: its last "error:" line with the line before it (what
+			# failed under it), else the last line it wrote.
+			why=$(grep -hv -e '^==> ' -e '^[[:space:]]*$' "$logs/$major.err" \
+				| awk '/^error: / { why = $0; if (prev != "" && prev !~ /^error: /) why = why " (" prev ")" }
+				       { prev = $0 } END { print why }')
+			[ -n "$why" ] || why=$(cat "$logs/$major.err" "$logs/$major.log" | grep -v '^[[:space:]]*$' | tail -1)
+			result="did not finish (exit status $status): ${why:-no output}"
 		fi
-		lines+=("$(printf 'PostgreSQL %-3s %s  (%d min %02d s)' "$major" "$last" $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60)))")
+		lines+=("$(printf 'PostgreSQL %-3s %s  %s' "$major" "$result" "$took")")
+		while IFS= read -r skipped; do
+			lines+=("               $skipped")
+		done < <(sed -n 's/^  skipped: /skipped: /p' "$logs/$major.log")
 	done
 	echo
 	printf '%s\n' "${lines[@]}"
+	[ "$ran" -gt 0 ] || echo "no major ran: the run fails"
 	echo "$all_passed passed, $all_failed failed"
-	[ "$all_failed" -eq 0 ]
+	[ "$all_failed" -eq 0 ] && [ "$bad" -eq 0 ] && [ "$ran" -gt 0 ]
 	exit
 fi
 export RL_PG_VERSION=${majors[0]}
@@ -135,6 +166,16 @@ if [ "$own_server" = yes ]; then
 elif [ ! -x "/usr/lib/postgresql/$RL_PG_VERSION/bin/pg_config" ] \
 	&& [ "$RL_PG_VERSION" != 15 ]; then
 	rl_log "PostgreSQL $RL_PG_VERSION: testing inside its Debian chroot"
+	# Where no chroot can mount /proc (a container without CAP_SYS_ADMIN),
+	# this major cannot run here: it says why, exit status 77.
+	if ! rl_chroot_probe; then
+		echo "# SKIP PostgreSQL $RL_PG_VERSION: $RL_CHROOT_WHY"
+		exit 77
+	fi
+	case $RL_CHROOT_MODE in
+		self-bind) rl_log "/ is no mount point here (a chroot?): the chroot's mounts go in a namespace of their own under a bind of its directory onto itself" ;;
+		plain) rl_log "no mount namespace can be made here: the chroot's mounts are made here and unmounted (umount -l) when it ends" ;;
+	esac
 	rl_chroot_run "$RL_PG_VERSION" env RL_SUITE_TIMEOUT="${RL_SUITE_TIMEOUT:-}" \
 		bash /repo/scripts/test.sh --pg "$RL_PG_VERSION"
 	exit
@@ -154,7 +195,7 @@ RL_ASSERTS=1 rl_build_install
 RESULTS=$RL_ROOT/results
 rm -rf "$RESULTS"; mkdir -p "$RESULTS"
 total_passed=0 total_failed=0
-summary=()
+summary=() skips=() failing=()
 
 # record SUITE PASSED FAILED STATUS: a suite that exits non-zero without a
 # counted failure (it could not run) counts as one failure.
@@ -163,6 +204,7 @@ record() {
 	if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi
 	if [ "$passed" -eq 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi	# ran nothing
 	total_passed=$((total_passed + passed)); total_failed=$((total_failed + failed))
+	[ "$failed" -eq 0 ] || failing+=("$suite")
 	summary+=("$(printf '%-28s %5d passed, %d failed' "$suite" "$passed" "$failed")")
 	printf '%s: %d passed, %d failed\n' "$suite" "$passed" "$failed"
 }
@@ -224,23 +266,35 @@ run_pgtap() {
 	skipped=$(count '^ *ok [0-9]+ .*# (SKIP|skip)' "$log")
 	passed=$(( $(count '^ *ok [0-9]+' "$log") - skipped ))
 	failed=$(count '^ *not ok [0-9]+' "$log")
-	[ "$skipped" -eq 0 ] || echo "pgTAP ($label): $skipped skipped (not counted as passed)"
+	[ "$skipped" -eq 0 ] || skipped "pgtap ($label), $skipped tests" \
+		"$(grep -m1 -E '^ *ok [0-9]+ .*# (SKIP|skip)' "$log" | sed -E 's/.*# (SKIP|skip) *//')"
 	[ "$status" -eq 0 ] || grep -E '^ *not ok|^#|Failed|Dubious' "$log" | head -60
 	record "pgtap ($label)" "$passed" "$failed" "$status"
 }
 
-# A suite that ran nothing and says why ("# SKIP reason", exit 0) is
-# reported as skipped: never counted as passed, nor as failed.
+# skipped SUITE REASON: SUITE (or a part of it) did not run, for REASON;
+# listed at the end, never counted as passed nor as failed.
+skipped() {
+	skips+=("$1 ($2)")
+	printf '%s: skipped (%s)\n' "$1" "$2"
+}
+
+# A TAP script.  One that ran nothing and says why ("# SKIP reason", exit
+# 0) is reported as skipped; a part it skipped ("# SKIP part: reason" beside
+# its tests) is listed as skipped too, apart from its counts.
 run_tap_script() {
-	local suite=$1 log=$2; shift 2
+	local suite=$1 log=$2 line; shift 2
 	local status
 	bounded "$@" >"$log" 2>&1; status=$?
 	[ "$status" -eq 0 ] || cat "$log"
 	if [ "$status" -eq 0 ] && [ "$(count '^(not )?ok ' "$log")" -eq 0 ] && grep -q '^# SKIP' "$log"; then
-		summary+=("$(printf '%-28s skipped: %s' "$suite" "$(grep -m1 '^# SKIP' "$log" | sed 's/^# SKIP //')")")
-		printf '%s: skipped (%s)\n' "$suite" "$(grep -m1 '^# SKIP' "$log" | sed 's/^# SKIP //')"
+		summary+=("$(printf '%-28s skipped' "$suite")")
+		skipped "$suite" "$(grep -m1 '^# SKIP' "$log" | sed 's/^# SKIP //')"
 		return
 	fi
+	while IFS= read -r line; do
+		skipped "$suite, ${line%%: *}" "${line#*: }"
+	done < <(sed -n 's/^# SKIP //p' "$log")
 	record "$suite" "$(count '^ok ' "$log")" "$(count '^not ok ' "$log")" "$status"
 }
 
@@ -326,7 +380,11 @@ for access in direct spi; do
 	run_tap_script "fault ($access)" "$RESULTS/fault-$access.log" bash test/fault/crash_restart.sh
 done
 
+# The summary: each suite's counts; the suites (or parts) skipped, each
+# with its reason; the failing suites; the tests in one line.
 echo
 printf '%s\n' "${summary[@]}"
+[ ${#skips[@]} -eq 0 ] || printf '  skipped: %s\n' "${skips[@]}"
+[ ${#failing[@]} -eq 0 ] || echo "failed: $(printf '%s, ' "${failing[@]}" | sed 's/, $//')"
 echo "$total_passed passed, $total_failed failed"
 [ "$total_failed" -eq 0 ]
