@@ -116,8 +116,9 @@ rl_chroot_exec() {
 }
 
 rl_chroot_ready() {
-	local major=$1 suite script root mirror
-	read -r suite script < <(rl_chroot_suite "$major")
+	local major=$1 spec suite script root mirror
+	spec=$(rl_chroot_suite "$major") || exit 1
+	read -r suite script <<<"$spec"
 	root=$RL_CHROOT_CACHE/$suite-pg$major
 	mirror=$(rl_debian_mirror)
 	if [ ! -f "$root/.rl-ready" ]; then

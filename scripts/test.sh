@@ -1,12 +1,25 @@
 #!/usr/bin/env bash
 # Runs every test suite against a throwaway cluster and ends with one line
-# "N passed, N failed".  Installs missing packages, builds and installs the
-# extension first.  Exit status is non-zero when anything failed.
+# "N passed, N failed" (tests).  Installs missing packages, builds and
+# installs the extension first.  Exit status is non-zero when anything
+# failed.
 #
 #   bash scripts/test.sh              PostgreSQL 15, 17 and 18 in turn
 #   bash scripts/test.sh --pg 17      one major (17 and 18: in a chroot)
 #   RL_PG_BIN=DIR bash scripts/test.sh --pg 16
 #                                     a server built elsewhere
+#
+# The summary above that line: each suite's counts; "  skipped: SUITE
+# (REASON)" for each suite, or part of one, that did not run (never counted
+# as passed); "failed: SUITES" when any failed.  With several majors, one
+# line per major: its counts, or "failed: ..." with the failing suites,
+# "did not finish: ..." with its last error, or "skipped: ..." with the
+# reason, then the suites it skipped.  A chroot major that cannot run here
+# (nothing can be mounted: a container without CAP_SYS_ADMIN; see
+# scripts/chroot.sh) prints "# SKIP PostgreSQL N: REASON" and exits with
+# status 77; among several majors it is listed as skipped and fails the run
+# only when no major ran at all.  A major that failed or did not finish
+# always fails the run.
 #
 #   GoogleTest  test/unit/           the C++ core, no server
 #   pg_regress  sql/ + expected/     make installcheck        } once per
@@ -103,7 +116,7 @@ done
 # "# SKIP" line) is listed, and fails the run only when no major ran at all;
 # a major that failed or did not finish always fails it.
 if [ ${#majors[@]} -gt 1 ]; then
-	all_passed=0 all_failed=0 lines=() ran=0 bad=0
+	all_passed=0 all_failed=0 lines=() ran=0 bad=0 not_passed=()
 	logs=$(mktemp -d)
 	trap 'rm -rf "$logs"' EXIT
 	for major in "${majors[@]}"; do
@@ -125,7 +138,8 @@ if [ ${#majors[@]} -gt 1 ]; then
 			result=$last
 			if [ "$status" -ne 0 ] || [ "${BASH_REMATCH[2]}" -ne 0 ]; then
 				bad=$((bad + 1))
-				result="failed: $last; $(sed -n 's/^failed: //p' "$logs/$major.log" | tail -1)"
+				why=$(sed -n 's/^failed: //p' "$logs/$major.log" | tail -1)
+				result="failed: $last${why:+; failing suites: $why}"
 			fi
 		else
 			ran=$((ran + 1)) bad=$((bad + 1))
@@ -135,15 +149,17 @@ if [ ${#majors[@]} -gt 1 ]; then
 				| awk '/^error: / { why = $0; if (prev != "" && prev !~ /^error: /) why = why " (" prev ")" }
 				       { prev = $0 } END { print why }')
 			[ -n "$why" ] || why=$(cat "$logs/$major.err" "$logs/$major.log" | grep -v '^[[:space:]]*$' | tail -1)
-			result="did not finish (exit status $status): ${why:-no output}"
+			result="did not finish: ${why:-no output} (exit status $status)"
 		fi
 		lines+=("$(printf 'PostgreSQL %-3s %s  %s' "$major" "$result" "$took")")
+		[[ $result =~ ^[0-9] ]] || not_passed+=("$major (${result%%:*})")
 		while IFS= read -r skipped; do
 			lines+=("               $skipped")
 		done < <(sed -n 's/^  skipped: /skipped: /p' "$logs/$major.log")
 	done
 	echo
 	printf '%s\n' "${lines[@]}"
+	[ ${#not_passed[@]} -eq 0 ] || echo "majors that did not pass: $(printf '%s, ' "${not_passed[@]}" | sed 's/, $//')"
 	[ "$ran" -gt 0 ] || echo "no major ran: the run fails"
 	echo "$all_passed passed, $all_failed failed"
 	[ "$all_failed" -eq 0 ] && [ "$bad" -eq 0 ] && [ "$ran" -gt 0 ]
@@ -197,15 +213,15 @@ rm -rf "$RESULTS"; mkdir -p "$RESULTS"
 total_passed=0 total_failed=0
 summary=() skips=() failing=()
 
-# record SUITE PASSED FAILED STATUS: a suite that exits non-zero without a
-# counted failure (it could not run) counts as one failure.
+# record SUITE PASSED FAILED STATUS [NOTE]: a suite that exits non-zero
+# without a counted failure (it could not run) counts as one failure.
 record() {
-	local suite=$1 passed=$2 failed=$3 status=$4
+	local suite=$1 passed=$2 failed=$3 status=$4 note=${5:-}
 	if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi
 	if [ "$passed" -eq 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi	# ran nothing
 	total_passed=$((total_passed + passed)); total_failed=$((total_failed + failed))
 	[ "$failed" -eq 0 ] || failing+=("$suite")
-	summary+=("$(printf '%-28s %5d passed, %d failed' "$suite" "$passed" "$failed")")
+	summary+=("$(printf '%-28s %5d passed, %d failed%s' "$suite" "$passed" "$failed" "$note")")
 	printf '%s: %d passed, %d failed\n' "$suite" "$passed" "$failed"
 }
 
@@ -279,23 +295,27 @@ skipped() {
 	printf '%s: skipped (%s)\n' "$1" "$2"
 }
 
-# A TAP script.  One that ran nothing and says why ("# SKIP reason", exit
-# 0) is reported as skipped; a part it skipped ("# SKIP part: reason" beside
-# its tests) is listed as skipped too, apart from its counts.
+# A TAP script.  One that ran nothing and says why ("# SKIP SUITE: REASON",
+# exit 0) is reported as skipped; a part it skipped ("# SKIP PART: REASON"
+# beside its tests) is listed as skipped too, apart from its counts.
 run_tap_script() {
 	local suite=$1 log=$2 line; shift 2
 	local status
 	bounded "$@" >"$log" 2>&1; status=$?
 	[ "$status" -eq 0 ] || cat "$log"
 	if [ "$status" -eq 0 ] && [ "$(count '^(not )?ok ' "$log")" -eq 0 ] && grep -q '^# SKIP' "$log"; then
-		summary+=("$(printf '%-28s skipped' "$suite")")
-		skipped "$suite" "$(grep -m1 '^# SKIP' "$log" | sed 's/^# SKIP //')"
+		line=$(grep -m1 '^# SKIP' "$log" | sed 's/^# SKIP //')
+		summary+=("$(printf '%-28s       skipped' "$suite")")
+		skipped "$suite" "${line#*: }"
 		return
 	fi
+	local parts=""
 	while IFS= read -r line; do
 		skipped "$suite, ${line%%: *}" "${line#*: }"
+		parts+="${parts:+, }${line%%: *}"
 	done < <(sed -n 's/^# SKIP //p' "$log")
-	record "$suite" "$(count '^ok ' "$log")" "$(count '^not ok ' "$log")" "$status"
+	record "$suite" "$(count '^ok ' "$log")" "$(count '^not ok ' "$log")" "$status" \
+		${parts:+"; skipped: $parts"}
 }
 
 echo "---- PostgreSQL $("$RL_PG_BIN/pg_config" --version | sed 's/^PostgreSQL //')"
