@@ -49,6 +49,8 @@ rl_debian_mirror() {
 #              is mounted under that bind, which a trap detaches (umount -l,
 #              the whole tree at once) however the command ends
 # Where none works, RL_CHROOT_MODE is none and RL_CHROOT_WHY says why.
+# RL_CHROOT_MODE set beforehand is used as it is (to try a fallback where
+# a better mode works).
 rl_chroot_probe() {
 	local dir out first="" last=""
 	[ -z "${RL_CHROOT_MODE:-}" ] || [ "$RL_CHROOT_MODE" = none ] || return 0
