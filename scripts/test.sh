@@ -127,6 +127,11 @@ if [ ${#majors[@]} -gt 1 ]; then
 		( bash "$0" --pg "$major" 2>&1 1>&3 3>&- | tee "$logs/$major.err" >&2 3>&-
 		  exit "${PIPESTATUS[0]}" ) 3>&1 | tee "$logs/$major.log"
 		status=${PIPESTATUS[0]}
+		# Interrupted (Ctrl-C, SIGTERM): the run stops there.
+		if [ "$status" -eq 130 ] || [ "$status" -eq 143 ]; then
+			echo "PostgreSQL $major: interrupted; the majors after it did not run" >&2
+			exit "$status"
+		fi
 		took=$(printf '(%d min %02d s)' $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60)))
 		last=$(tail -n 1 "$logs/$major.log")
 		skip=$(grep -m1 "^# SKIP PostgreSQL $major: " "$logs/$major.log" | sed "s/^# SKIP PostgreSQL $major: //")
