@@ -102,6 +102,10 @@ endif
 SHLIB_LINK = -lstdc++
 
 PG_CONFIG ?= pg_config
+# Before PGXS: its clean rule reads EXTRA_CLEAN when it is included.  The
+# unit tests' binary goes with it: one built in another major's chroot
+# (another glibc) must not be taken as up to date.
+EXTRA_CLEAN = test/unit/run_unit_tests results regression.diffs regression.out $(EXTENSION)-*.zip
 # make dist packs the sources only: it needs no PostgreSQL (PGXN's release
 # tooling and a machine without the server headers run it).
 ifneq ($(MAKECMDGOALS),dist)
@@ -128,7 +132,6 @@ test/unit/run_unit_tests: $(CORE_SRCS) $(UNIT_SRCS) $(wildcard src/core/*.h test
 unit: test/unit/run_unit_tests
 	test/unit/run_unit_tests
 
-EXTRA_CLEAN = test/unit/run_unit_tests results regression.diffs regression.out $(EXTENSION)-*.zip
 
 # A source archive for PGXN: what git holds at HEAD, nothing built.
 dist:

@@ -1,12 +1,25 @@
 #!/usr/bin/env bash
 # Runs every test suite against a throwaway cluster and ends with one line
-# "N passed, N failed".  Installs missing packages, builds and installs the
-# extension first.  Exit status is non-zero when anything failed.
+# "N passed, N failed" (tests).  Installs missing packages, builds and
+# installs the extension first.  Exit status is non-zero when anything
+# failed.
 #
 #   bash scripts/test.sh              PostgreSQL 15, 17 and 18 in turn
 #   bash scripts/test.sh --pg 17      one major (17 and 18: in a chroot)
 #   RL_PG_BIN=DIR bash scripts/test.sh --pg 16
 #                                     a server built elsewhere
+#
+# The summary above that line: each suite's counts; "  skipped: SUITE
+# (REASON)" for each suite, or part of one, that did not run (never counted
+# as passed); "failed: SUITES" when any failed.  With several majors, one
+# line per major: its counts, or "failed: ..." with the failing suites,
+# "did not finish: ..." with its last error, or "skipped: ..." with the
+# reason, then the suites it skipped.  A chroot major that cannot run here
+# (nothing can be mounted: a container without CAP_SYS_ADMIN; see
+# scripts/chroot.sh) prints "# SKIP PostgreSQL N: REASON" and exits with
+# status 77; among several majors it is listed as skipped and fails the run
+# only when no major ran at all.  A major that failed or did not finish
+# always fails the run.
 #
 #   GoogleTest  test/unit/           the C++ core, no server
 #   pg_regress  sql/ + expected/     make installcheck        } once per
@@ -107,26 +120,65 @@ while [ $# -gt 0 ]; do
 	esac
 done
 [ ${#majors[@]} -gt 0 ] || majors=("${CI_MAJORS[@]}")
+# The summary of several majors: one line each, with its counts, or why it
+# failed, did not finish or was skipped, and the suites it skipped; then
+# the tests of all of them in one line.  A major skipped for a reason of
+# the machine (its chroot cannot mount /proc here: exit status 77 and a
+# "# SKIP" line) is listed, and fails the run only when no major ran at all;
+# a major that failed or did not finish always fails it.
 if [ ${#majors[@]} -gt 1 ]; then
-	all_passed=0 all_failed=0 lines=()
+	all_passed=0 all_failed=0 lines=() ran=0 bad=0 not_passed=()
 	logs=$(mktemp -d)
 	trap 'rm -rf "$logs"' EXIT
 	for major in "${majors[@]}"; do
 		echo "======== PostgreSQL $major"
 		start=$SECONDS
-		bash "$0" --pg "$major" | tee "$logs/$major.log"
-		last=$(tail -n 1 "$logs/$major.log")
-		if [[ $last =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]]; then
-			all_passed=$((all_passed + BASH_REMATCH[1])); all_failed=$((all_failed + BASH_REMATCH[2]))
-		else
-			all_failed=$((all_failed + 1)); last="did not finish ($last)"
+		# Its output to the terminal as it comes, its stdout and stderr
+		# kept apart for the summary.
+		( bash "$0" --pg "$major" 2>&1 1>&3 3>&- | tee "$logs/$major.err" >&2 3>&-
+		  exit "${PIPESTATUS[0]}" ) 3>&1 | tee "$logs/$major.log"
+		status=${PIPESTATUS[0]}
+		# Interrupted (Ctrl-C, SIGTERM): the run stops there.
+		if [ "$status" -eq 130 ] || [ "$status" -eq 143 ]; then
+			echo "PostgreSQL $major: interrupted; the majors after it did not run" >&2
+			exit "$status"
 		fi
-		lines+=("$(printf 'PostgreSQL %-3s %s  (%d min %02d s)' "$major" "$last" $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60)))")
+		took=$(printf '(%d min %02d s)' $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60)))
+		last=$(tail -n 1 "$logs/$major.log")
+		skip=$(grep -m1 "^# SKIP PostgreSQL $major: " "$logs/$major.log" | sed "s/^# SKIP PostgreSQL $major: //")
+		if [ "$status" -eq 77 ] && [ -n "$skip" ]; then
+			result="skipped: $skip"
+		elif [[ $last =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]]; then
+			ran=$((ran + 1))
+			all_passed=$((all_passed + BASH_REMATCH[1])); all_failed=$((all_failed + BASH_REMATCH[2]))
+			result=$last
+			if [ "$status" -ne 0 ] || [ "${BASH_REMATCH[2]}" -ne 0 ]; then
+				bad=$((bad + 1))
+				why=$(sed -n 's/^failed: //p' "$logs/$major.log" | tail -1)
+				result="failed: $last${why:+; failing suites: $why}"
+			fi
+		else
+			ran=$((ran + 1)) bad=$((bad + 1))
+			# Why: its last "error:" line with the line before it (what
+			# failed under it), else the last line it wrote.
+			why=$(grep -hv -e '^==> ' -e '^[[:space:]]*$' "$logs/$major.err" \
+				| awk '/^error: / { why = $0; if (prev != "" && prev !~ /^error: /) why = why " (" prev ")" }
+				       { prev = $0 } END { print why }')
+			[ -n "$why" ] || why=$(cat "$logs/$major.err" "$logs/$major.log" | grep -v '^[[:space:]]*$' | tail -1)
+			result="did not finish: ${why:-no output} (exit status $status)"
+		fi
+		lines+=("$(printf 'PostgreSQL %-3s %s  %s' "$major" "$result" "$took")")
+		[[ $result =~ ^[0-9] ]] || not_passed+=("$major (${result%%:*})")
+		while IFS= read -r skipped; do
+			lines+=("               $skipped")
+		done < <(sed -n 's/^  skipped: /skipped: /p' "$logs/$major.log")
 	done
 	echo
 	printf '%s\n' "${lines[@]}"
+	[ ${#not_passed[@]} -eq 0 ] || echo "majors that did not pass: $(printf '%s, ' "${not_passed[@]}" | sed 's/, $//')"
+	[ "$ran" -gt 0 ] || echo "no major ran: the run fails"
 	echo "$all_passed passed, $all_failed failed"
-	[ "$all_failed" -eq 0 ]
+	[ "$all_failed" -eq 0 ] && [ "$bad" -eq 0 ] && [ "$ran" -gt 0 ]
 	exit
 fi
 export RL_PG_VERSION=${majors[0]}
@@ -146,6 +198,16 @@ if [ "$own_server" = yes ]; then
 elif [ ! -x "/usr/lib/postgresql/$RL_PG_VERSION/bin/pg_config" ] \
 	&& [ "$RL_PG_VERSION" != 15 ]; then
 	rl_log "PostgreSQL $RL_PG_VERSION: testing inside its Debian chroot"
+	# Where no chroot can mount /proc (a container without CAP_SYS_ADMIN),
+	# this major cannot run here: it says why, exit status 77.
+	if ! rl_chroot_probe; then
+		echo "# SKIP PostgreSQL $RL_PG_VERSION: $RL_CHROOT_WHY"
+		exit 77
+	fi
+	case $RL_CHROOT_MODE in
+		self-bind) rl_log "/ is no mount point here (a chroot?): the chroot's mounts go in a namespace of their own under a bind of its directory onto itself" ;;
+		plain) rl_log "no mount namespace can be made here: the chroot's mounts are made here and unmounted (umount -l) when it ends" ;;
+	esac
 	rl_chroot_run "$RL_PG_VERSION" env RL_SUITE_TIMEOUT="${RL_SUITE_TIMEOUT:-}" \
 		bash /repo/scripts/test.sh --pg "$RL_PG_VERSION"
 	exit
@@ -165,16 +227,17 @@ RL_ASSERTS=1 rl_build_install
 RESULTS=$RL_ROOT/results
 rm -rf "$RESULTS"; mkdir -p "$RESULTS"
 total_passed=0 total_failed=0
-summary=()
+summary=() skips=() failing=()
 
-# record SUITE PASSED FAILED STATUS: a suite that exits non-zero without a
-# counted failure (it could not run) counts as one failure.
+# record SUITE PASSED FAILED STATUS [NOTE]: a suite that exits non-zero
+# without a counted failure (it could not run) counts as one failure.
 record() {
-	local suite=$1 passed=$2 failed=$3 status=$4
+	local suite=$1 passed=$2 failed=$3 status=$4 note=${5:-}
 	if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi
 	if [ "$passed" -eq 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi	# ran nothing
 	total_passed=$((total_passed + passed)); total_failed=$((total_failed + failed))
-	summary+=("$(printf '%-28s %5d passed, %d failed' "$suite" "$passed" "$failed")")
+	[ "$failed" -eq 0 ] || failing+=("$suite")
+	summary+=("$(printf '%-28s %5d passed, %d failed%s' "$suite" "$passed" "$failed" "$note")")
 	printf '%s: %d passed, %d failed\n' "$suite" "$passed" "$failed"
 }
 
@@ -235,24 +298,40 @@ run_pgtap() {
 	skipped=$(count '^ *ok [0-9]+ .*# (SKIP|skip)' "$log")
 	passed=$(( $(count '^ *ok [0-9]+' "$log") - skipped ))
 	failed=$(count '^ *not ok [0-9]+' "$log")
-	[ "$skipped" -eq 0 ] || echo "pgTAP ($label): $skipped skipped (not counted as passed)"
+	[ "$skipped" -eq 0 ] || skipped "pgtap ($label), $skipped tests" \
+		"$(grep -m1 -E '^ *ok [0-9]+ .*# (SKIP|skip)' "$log" | sed -E 's/.*# (SKIP|skip) *//')"
 	[ "$status" -eq 0 ] || grep -E '^ *not ok|^#|Failed|Dubious' "$log" | head -60
 	record "pgtap ($label)" "$passed" "$failed" "$status"
 }
 
-# A suite that ran nothing and says why ("# SKIP reason", exit 0) is
-# reported as skipped: never counted as passed, nor as failed.
+# skipped SUITE REASON: SUITE (or a part of it) did not run, for REASON;
+# listed at the end, never counted as passed nor as failed.
+skipped() {
+	skips+=("$1 ($2)")
+	printf '%s: skipped (%s)\n' "$1" "$2"
+}
+
+# A TAP script.  One that ran nothing and says why ("# SKIP SUITE: REASON",
+# exit 0) is reported as skipped; a part it skipped ("# SKIP PART: REASON"
+# beside its tests) is listed as skipped too, apart from its counts.
 run_tap_script() {
-	local suite=$1 log=$2; shift 2
+	local suite=$1 log=$2 line; shift 2
 	local status
 	bounded "$@" >"$log" 2>&1; status=$?
 	[ "$status" -eq 0 ] || cat "$log"
 	if [ "$status" -eq 0 ] && [ "$(count '^(not )?ok ' "$log")" -eq 0 ] && grep -q '^# SKIP' "$log"; then
-		summary+=("$(printf '%-28s skipped: %s' "$suite" "$(grep -m1 '^# SKIP' "$log" | sed 's/^# SKIP //')")")
-		printf '%s: skipped (%s)\n' "$suite" "$(grep -m1 '^# SKIP' "$log" | sed 's/^# SKIP //')"
+		line=$(grep -m1 '^# SKIP' "$log" | sed 's/^# SKIP //')
+		summary+=("$(printf '%-28s       skipped' "$suite")")
+		skipped "$suite" "${line#*: }"
 		return
 	fi
-	record "$suite" "$(count '^ok ' "$log")" "$(count '^not ok ' "$log")" "$status"
+	local parts=""
+	while IFS= read -r line; do
+		skipped "$suite, ${line%%: *}" "${line#*: }"
+		parts+="${parts:+, }${line%%: *}"
+	done < <(sed -n 's/^# SKIP //p' "$log")
+	record "$suite" "$(count '^ok ' "$log")" "$(count '^not ok ' "$log")" "$status" \
+		${parts:+"; skipped: $parts"}
 }
 
 echo "---- PostgreSQL $("$RL_PG_BIN/pg_config" --version | sed 's/^PostgreSQL //')"
@@ -344,7 +423,11 @@ rl_cluster_stop
 echo "---- the Debian package: build, apt-get install ./….deb, test, purge (once, last)"
 run_tap_script "package (.deb)" "$RESULTS/package.log" bash test/package/package.sh
 
+# The summary: each suite's counts; the suites (or parts) skipped, each
+# with its reason; the failing suites; the tests in one line.
 echo
 printf '%s\n' "${summary[@]}"
+[ ${#skips[@]} -eq 0 ] || printf '  skipped: %s\n' "${skips[@]}"
+[ ${#failing[@]} -eq 0 ] || echo "failed: $(printf '%s, ' "${failing[@]}" | sed 's/, $//')"
 echo "$total_passed passed, $total_failed failed"
 [ "$total_failed" -eq 0 ]

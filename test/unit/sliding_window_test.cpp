@@ -464,6 +464,7 @@ TEST(SlidingWindowCorrupt, RandomCorruptionsNeverCrash)
 		RunOnCorrupt(s, s.now, 1);
 	}
 	EXPECT_GT(decoded, 100);
+	EXPECT_GT(refused, 0);	// the changed-version branch ran too
 }
 
 // A header cut short: decoding fails unless the cut falls between two
