@@ -80,17 +80,20 @@ rm -rf "$work"; mkdir -p "$work/release"
 RL_PG_BIN=$(rl_private_pg "$PG_COPY") || fail_now
 export RL_PG_BIN
 rl_allow_traverse "$RL_PG_BIN"
-make_in() {	# make_in DIR TARGET...: quiet, the log kept for a failure
-	make -C "$1" -s -j2 PG_CONFIG="$RL_PG_BIN/pg_config" "${@:2}" >>"$work/build.log" 2>&1
+# build_install DIR WHAT: make and make install of the tree in DIR into the
+# private server, checked as "WHAT builds and installs"; the run ends on a
+# failure, with the end of the build's log.
+build_install() {
+	if make -C "$1" -s -j2 PG_CONFIG="$RL_PG_BIN/pg_config" all >>"$work/build.log" 2>&1 		&& make -C "$1" -s PG_CONFIG="$RL_PG_BIN/pg_config" install >>"$work/build.log" 2>&1; then
+		rl_check "$2 builds and installs" ok ok
+	else
+		tail -20 "$work/build.log" | sed 's/^/# /'
+		rl_check "$2 builds and installs" ok failed
+		fail_now
+	fi
 }
 git -C "$RL_ROOT" archive "$COMMIT" | tar -x -C "$work/release"
-if make_in "$work/release" all && make_in "$work/release" install; then
-	rl_check "release $OLD builds from its commit and installs" ok ok
-else
-	tail -20 "$work/build.log" | sed 's/^/# /'
-	rl_check "release $OLD builds from its commit and installs" ok failed
-	fail_now
-fi
+build_install "$work/release" "release $OLD, from its commit,"
 
 RL_PRELOAD=ratelimit rl_cluster_start upgrade
 q() { rl_psql -d "$1" -tA -c "SET client_min_messages = warning" -c "$2" 2>&1; }
@@ -115,13 +118,7 @@ rl_check "release $OLD: key 'drained' admitted twice then refused, in each store
 # This tree's build over the release's: the release's install script stays
 # (another name, or the same bytes), the update scripts arrive.
 rl_cluster_stop
-if make_in "$RL_ROOT" all && make_in "$RL_ROOT" install; then
-	rl_check "this tree builds and installs over release $OLD" ok ok
-else
-	tail -20 "$work/build.log" | sed 's/^/# /'
-	rl_check "this tree builds and installs over release $OLD" ok failed
-	fail_now
-fi
+build_install "$RL_ROOT" "this tree, over release $OLD,"
 rl_cluster_ctl start -w -t 60 -l "$RL_CLUSTER_DIR/server.log" >/dev/null || { cat "$RL_CLUSTER_DIR/server.log"; fail_now; }
 
 rl_check "an update path leads from $OLD to $NEW" yes \
