@@ -9,27 +9,8 @@
 PW_ROLE=app_pw
 PW_SECRET=example-secret
 
-# launch LABEL ENV...: starts the app ("${app_cmd[@]}") with ENV... added to
-# the environment, on a free port; up=yes once it answers HTTP at all
-# (whatever the status), else no (it exited, or was silent for 30 s).
-launch() {
-	local label=$1
-	shift
-	port=$(rl_free_port)
-	env "$@" "${app_cmd[@]}" "$port" >"$tmp/$label.log" 2>&1 &
-	app_pid=$!
-	up=no
-	for _ in $(seq 1 60); do
-		kill -0 "$app_pid" 2>/dev/null || break
-		get
-		if [ -n "$status" ]; then up=yes; break; fi
-		sleep 0.5
-	done
-	[ "$up" = yes ] || sed 's/^/# /' "$tmp/$label.log"
-}
 alive() { kill -0 "$app_pid" 2>/dev/null && echo yes || echo no; }
 logged() { grep -q "$1" "$tmp/$2.log" && echo yes || echo "no: $(tail -3 "$tmp/$2.log" | tr '\n' ' ')"; }
-reset_keys() { sql -c "SELECT count(rl_reset(zone, key)) FROM rl_keys WHERE zone = '$ZONE'" >/dev/null; }
 db_stop() { rl_cluster_ctl stop -m fast -w >/dev/null 2>&1; }
 db_start() {
 	rl_cluster_ctl start -w -t 60 -l "$RL_CLUSTER_DIR/server.log" >/dev/null 2>&1
@@ -93,7 +74,7 @@ test_outages() {
 	get
 	rl_check "$name, the password in PGPASSWORD: 200" 200 "$status"
 	rl_check "$name, ... logged in as $PW_ROLE" $PW_ROLE \
-		"$(sql -c "SELECT string_agg(DISTINCT usename, ' ') FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()")"
+		"$(logins)"
 	db_stop
 	get
 	rl_check "$name, the database stopped: 503" 503 "$status"

@@ -148,6 +148,34 @@ check_range() {
 sub() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a - b }'; }
 mul() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%g", a * b }'; }
 
+# launch LABEL ENV...: starts the app ("${app_cmd[@]}", then the port) with
+# ENV... added to the environment, on a free port; up=yes once it answers a
+# GET with a status that matches ANSWERS (a regular expression; default:
+# any status), else no (it exited, or did not answer so within 30 s: its
+# log is shown).
+launch() {
+	local label=$1
+	shift
+	port=$(rl_free_port)
+	env "$@" "${app_cmd[@]}" "$port" >"$tmp/$label.log" 2>&1 &
+	app_pid=$!
+	up=no
+	for _ in $(seq 1 60); do
+		kill -0 "$app_pid" 2>/dev/null || break
+		get
+		if [[ $status =~ ${ANSWERS:-.} ]]; then up=yes; break; fi
+		sleep 0.5
+	done
+	[ "$up" = yes ] || sed 's/^/# /' "$tmp/$label.log"
+}
+# reset_keys: the zone's keys forgotten (a request spent by a check is back).
+reset_keys() { sql -c "SELECT count(rl_reset(zone, key)) FROM rl_keys WHERE zone = '$ZONE'" >/dev/null; }
+# logins: the roles the apps' connections logged in as.
+logins() {
+	sql -c "SELECT string_agg(DISTINCT usename, ' ') FROM pg_stat_activity
+	        WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
+}
+
 source "$(dirname "$0")/setup_sql.sh"
 source "$(dirname "$0")/outages.sh"
 source "$(dirname "$0")/demo_check.sh"
@@ -187,25 +215,16 @@ echo "# rl_headers: admitted: $allowed_names; refused: $refused_names"
 test_app() {
 	local name=$1 i reset_hi
 	shift
-	port=$(rl_free_port)
-	PGUSER=app PGDATABASE=postgres "$@" "$port" >"$tmp/$name.log" 2>&1 &
-	app_pid=$!
+	app_cmd=("$@")
 	# Up when it answers a GET with a decision; that GET spent a request,
 	# so the zone's keys are reset afterwards.
-	local up=no
-	for _ in $(seq 1 60); do
-		kill -0 "$app_pid" 2>/dev/null || break
-		get
-		if [ "$status" = 200 ] || [ "$status" = 429 ]; then up=yes; break; fi
-		sleep 0.5
-	done
+	ANSWERS='^(200|429)$' launch "$name" PGUSER=app PGDATABASE=postgres
 	rl_check "$name: the app answers on 127.0.0.1:$port" yes "$up"
 	if [ "$up" != yes ]; then
-		sed 's/^/# /' "$tmp/$name.log"
 		stop_app
 		return
 	fi
-	sql -c "SELECT count(rl_reset(zone, key)) FROM rl_keys WHERE zone = '$ZONE'" >/dev/null
+	reset_keys
 
 	start=$(date +%s.%N)
 	for i in $(seq 1 "$N"); do
@@ -241,8 +260,7 @@ test_app() {
 	rl_check "$name: the zone's keys in the database" \
 		"ip:127.0.0.1=0 ip:127.0.0.2=$((N - 1))" \
 		"$(sql -c "SELECT string_agg(key || '=' || remaining, ' ' ORDER BY key) FROM rl_keys WHERE zone = '$ZONE'")"
-	rl_check "$name: the app's connections log in as app" app \
-		"$(sql -c "SELECT string_agg(DISTINCT usename, ' ') FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()")"
+	rl_check "$name: the app's connections log in as app" app "$(logins)"
 	stop_app
 }
 
