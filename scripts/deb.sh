@@ -15,7 +15,9 @@
 # skip them, and the need for postgresql-all).
 set -euo pipefail
 
-root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
+root=$RL_ROOT
 out=$PWD major=""
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -42,12 +44,7 @@ version=$(sed -n '1s/^[^(]*(\([^)]*\)).*/\1/p' "$root/debian/changelog")
 src=$work/postgresql-ratelimit-${version%-*}
 mkdir "$src"
 # What the build needs: the tree without what runs or was built in it.
-tar -C "$root" -c \
-	--exclude=./.git --exclude=./.cluster --exclude='./.pg*' --exclude=./node_modules \
-	--exclude=./results --exclude=./log --exclude=./output_iso --exclude=./test/bench/out \
-	--exclude='*.o' --exclude='*.bc' --exclude='*.so' --exclude='*.deb' \
-	--exclude='./*.buildinfo' --exclude='./*.changes' --exclude='./ratelimit-*.zip' . \
-	| tar -C "$src" -x
+rl_copy_tree "$src"
 
 cd "$src"
 # debian/control for the majors of this system (or --pg's): what

@@ -98,6 +98,19 @@ rl_build_install() {
 		|| rl_die "the installed ratelimit.so is not the one just built"
 }
 
+# rl_copy_tree DEST: this tree as a build starts from it, copied into the
+# existing directory DEST: without .git, clusters, private servers, results,
+# installed npm packages, build output and packages (a chroot has no git:
+# no git archive).
+rl_copy_tree() {
+	tar -C "$RL_ROOT" -c \
+		--exclude=./.git --exclude=./.cluster --exclude='./.pg*' --exclude=node_modules \
+		--exclude=./results --exclude=./log --exclude=./output_iso --exclude=./test/bench/out \
+		--exclude='*.o' --exclude='*.bc' --exclude='*.so' --exclude='*.deb' \
+		--exclude='./*.buildinfo' --exclude='./*.changes' --exclude='./ratelimit-*.zip' . \
+		| tar -C "$1" -x
+}
+
 # rl_private_pg DIR: a private copy of the system's PostgreSQL
 # $RL_PG_VERSION (binaries, libraries, share and server headers) under DIR,
 # which PostgreSQL finds relative to its binaries; prints its bin

@@ -3,7 +3,7 @@
 # start runs it, then examples/ against its cluster as examples/README.md
 # says.  The demo builds and installs the extension and keeps its cluster
 # in the repository (.cluster/demo): it runs in a copy of the repository
-# (without .git and what is git-ignored) on a private copy of PostgreSQL,
+# (rl_copy_tree: without .git and build output) on a private copy of PostgreSQL,
 # so that neither the extension under test nor a demo of the developer's
 # is touched.
 
@@ -31,9 +31,7 @@ test_demo() {
 	fi
 	demo_repo=$tmp/repo
 	mkdir -p "$demo_repo"
-	tar -C "$RL_ROOT" --exclude=./.git --exclude=./.cluster --exclude='./.pg*' \
-		--exclude=./results --exclude=node_modules -cf - . | tar -C "$demo_repo" -xf - \
-		|| rl_die "could not copy the repository for the demo"
+	rl_copy_tree "$demo_repo" || rl_die "could not copy the repository for the demo"
 	demo_bin=$(rl_private_pg "$tmp/pg") || rl_die "could not copy $pg"
 	rl_allow_traverse "$demo_bin"
 
