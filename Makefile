@@ -132,7 +132,6 @@ test/unit/run_unit_tests: $(CORE_SRCS) $(UNIT_SRCS) $(wildcard src/core/*.h test
 unit: test/unit/run_unit_tests
 	test/unit/run_unit_tests
 
-
 # A source archive for PGXN: what git holds at HEAD, nothing built.
 dist:
 	git archive --format zip --prefix=$(EXTENSION)-$(EXTVERSION)/ --output $(EXTENSION)-$(EXTVERSION).zip HEAD

@@ -26,13 +26,12 @@ rl_install_packages "${RL_BUILD_PACKAGES[@]}"
 rl_build_install
 RL_PRELOAD=ratelimit rl_cluster_start demo
 export PGDATABASE=postgres
-sql() { rl_psql "$@"; }
-sql -c 'CREATE EXTENSION ratelimit' >/dev/null
+rl_psql -c 'CREATE EXTENSION ratelimit' >/dev/null
 
 # A zone: a named policy, defined once; each request is one rl_limit call.
 zone_set="SELECT rl_zone_set('demo_api', 'token_bucket', 3, '1 minute');"
 limit="SELECT allowed, remaining, retry_after FROM rl_limit('demo_api', 'user:42');"
-sql -c "$zone_set" >/dev/null
+rl_psql -c "$zone_set" >/dev/null
 # Five requests, each its own statement (as an application makes them),
 # collected into one table to show.
 requests=(-c "CREATE TEMP TABLE requests (request int, allowed boolean, remaining bigint, retry_after interval)")
@@ -46,7 +45,7 @@ echo "  $zone_set"
 echo "Five requests of key 'user:42' in quick succession, each one call:"
 echo "  $limit"
 echo
-sql -P footer=off "${requests[@]}" | sed "/^$/d; s/^/  /"
+rl_psql -P footer=off "${requests[@]}" | sed "/^$/d; s/^/  /"
 echo
 echo "Requests 4 and 5 are refused: allowed = f, and retry_after says when a"
 echo "request of this key would be admitted again.  A refusal takes nothing."
@@ -56,7 +55,7 @@ call="SELECT rl_token_bucket('demo:user:42', 1, 10);"
 calls() {
 	local n=$1 args=() i
 	for i in $(seq 1 "$n"); do args+=(-c "$call"); done
-	sql -tA "${args[@]}" | tr '\n' ' '
+	rl_psql -tA "${args[@]}" | tr '\n' ' '
 }
 echo
 echo "rl_token_bucket(id, rate, window): no zone, a bucket of rate x window tokens"

@@ -28,7 +28,6 @@ RlRequireShmemStore(void)
 						 "(shared_preload_libraries = 'ratelimit') and restart the server.")));
 }
 
-
 static void
 SetEntryLimit(ShmemEntry *entry, const RlKeyLimit *limit)
 {
