@@ -53,7 +53,7 @@ rl_check "it depends on postgresql-$major and libstdc++" "yes yes" \
 	"$(grep -q "postgresql-$major\b" <<<"$depends" && echo yes || echo no) $(grep -q 'libstdc++6' <<<"$depends" && echo yes || echo no)"
 
 if [ "$RL_PG_BIN" != "$system_bin" ]; then
-	echo "# skipped: installing the package: RL_PG_BIN=$RL_PG_BIN is not the system's PostgreSQL $major"
+	echo "# SKIP install: RL_PG_BIN=$RL_PG_BIN is not the system's PostgreSQL $major: the package goes into the system's"
 	echo "$passed passed, $failed failed"; rm -rf "$work"; [ "$failed" -eq 0 ]; exit
 fi
 
