@@ -1,5 +1,5 @@
 EXTENSION = ratelimit
-EXTVERSION = 0.5.0
+EXTVERSION = 0.6.0
 
 MODULE_big = ratelimit
 OBJS = \
