@@ -65,7 +65,7 @@ DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
 # reason, and never counted.  REGRESS="..." on the command line runs
 # exactly those tests (scripts/test.sh does), asking nothing.
 # ratelimit in shared_preload_libraries: the tests that make a shmem zone.
-RL_NEEDS_preload = cron gc grants headers keys leases multi_zone portability refund shadow trigger wait zone_changes
+RL_NEEDS_preload = cron durable gc grants headers keys leases multi_zone portability refund shadow trigger wait zone_changes
 # pg_cron in shared_preload_libraries (with its default cron.database_name
 # = 'postgres'): the pg_cron refill mode.
 RL_NEEDS_cron = cron

@@ -61,6 +61,10 @@ COMMENT ON SCHEMA ratelimit IS 'Internal state of the ratelimit extension';
 --   refill_pending: rows the pg_cron refill job must visit (cron buckets
 --     below capacity, section 6).  Every other row keeps it NULL and never
 --     changes it, so their updates stay HOT.
+-- ratelimit.durable_state has the same columns for the zones created with
+-- durable => true: a logged table, so their keys survive a crash and reach
+-- the streaming standbys (each decision writes WAL, and waits for it at
+-- commit unless synchronous_commit is off).
 -- The C code reads and writes these columns by position: keep their order.
 DO $do$
 DECLARE
@@ -87,6 +91,15 @@ $do$;
 CREATE INDEX state_refill_idx ON ratelimit.state (zone_id) WHERE refill_pending;
 COMMENT ON TABLE ratelimit.state IS
     'Rate-limit state: one row per key and zone (part 0), plus sealed sliding-window chunks (parts 1..)';
+DO $do$
+BEGIN
+    EXECUTE 'CREATE TABLE ratelimit.durable_state (LIKE ratelimit.state INCLUDING ALL) WITH (fillfactor = 50)';
+EXCEPTION WHEN feature_not_supported OR syntax_error OR invalid_parameter_value THEN
+    EXECUTE 'CREATE TABLE ratelimit.durable_state (LIKE ratelimit.state INCLUDING ALL)';
+END
+$do$;
+COMMENT ON TABLE ratelimit.durable_state IS
+    'Rate-limit state of the zones with durable => true (logged: kept across a crash, replicated), as in ratelimit.state';
 
 -- Zones: the named policies.  A logged table: policies survive crashes, and
 -- pg_dump keeps them (they are the extension's configuration; the state is
@@ -120,7 +133,9 @@ CREATE TABLE ratelimit.zone (
     -- and nothing is refused.
     shadow      boolean NOT NULL DEFAULT false,
     created_at  timestamptz NOT NULL DEFAULT now(),
-    updated_at  timestamptz NOT NULL DEFAULT now()
+    updated_at  timestamptz NOT NULL DEFAULT now(),
+    -- The keys live in ratelimit.durable_state (logged), not ratelimit.state.
+    durable     boolean NOT NULL DEFAULT false CHECK (NOT durable OR store = 'table')
 );
 ALTER SEQUENCE ratelimit.zone_id_seq OWNED BY ratelimit.zone.zone_id;
 COMMENT ON TABLE ratelimit.zone IS 'Rate-limit zones (named policies); change them with rl_zone_set and rl_zone_drop';
@@ -220,16 +235,54 @@ RETURNS void
 AS 'MODULE_PATHNAME', 'rl_forget_zone_state'
 LANGUAGE C STRICT;
 
+-- The table that keeps a table zone's keys.
+CREATE FUNCTION ratelimit.state_table(durable boolean)
+RETURNS regclass
+LANGUAGE sql STABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+    SELECT CASE WHEN durable THEN 'ratelimit.durable_state' ELSE 'ratelimit.state' END::regclass
+$fn$;
+
+-- Moves a table zone's keys to the other state table (rl_zone_set's
+-- durable); returns the rows moved.  Decisions on every table zone wait
+-- for the move to commit (the tables' lock); one that looked its zone up
+-- before and got the lock after is refused (40001) and takes nothing, so
+-- no decision is lost in the move.
+CREATE FUNCTION ratelimit.move_zone_state(zone_id int, to_durable boolean)
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    source constant regclass := ratelimit.state_table(NOT to_durable);
+    target constant regclass := ratelimit.state_table(to_durable);
+    moved bigint;
+BEGIN
+    -- This transaction's own calls on the zone may sit in its cache: write
+    -- them to the table, then drop the copies, which name the source's rows.
+    PERFORM ratelimit.flush_zone_state(zone_id);
+    PERFORM ratelimit.forget_zone_state(zone_id);
+    EXECUTE format('LOCK TABLE %s, %s IN EXCLUSIVE MODE', source, target);
+    EXECUTE format('WITH gone AS (DELETE FROM %s s WHERE s.zone_id = $1 RETURNING s.*)
+                    INSERT INTO %s SELECT * FROM gone', source, target)
+    USING zone_id;
+    GET DIAGNOSTICS moved = ROW_COUNT;
+    RETURN moved;
+END
+$fn$;
+
 -- Zones are changed only through these two SECURITY DEFINER functions,
 -- which check the definition and keep the zone's state consistent with it.
 --
 -- rl_zone_set creates a zone, or changes the options a call names and keeps
 -- the others (a new zone takes the defaults: burst = rate, store 'table',
--- history and shadow off, refill 'inline').  Keys keep their state under a
--- new rate, burst, period, history or shadow setting.  Another algorithm,
--- store or refill mode cannot read the old state: such a change is refused
--- unless the call passes reset => true, which starts the zone afresh (also
--- with nothing else changed).  Never a silent reset.
+-- history, shadow and durable off, refill 'inline').  Keys keep their
+-- state under a new rate, burst, period, history or shadow setting, and a
+-- change of durable moves them to the other state table.  Another
+-- algorithm, store or refill mode cannot read the old state: such a change
+-- is refused unless the call passes reset => true, which starts the zone
+-- afresh (also with nothing else changed).  Never a silent reset.
 CREATE FUNCTION rl_zone_set(
     zone      text,
     algorithm text DEFAULT NULL,
@@ -240,7 +293,8 @@ CREATE FUNCTION rl_zone_set(
     history   boolean DEFAULT NULL,
     refill    text DEFAULT NULL,
     shadow    boolean DEFAULT NULL,
-    reset     boolean DEFAULT false)
+    reset     boolean DEFAULT false,
+    durable   boolean DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -288,6 +342,7 @@ BEGIN
         existing.history := false;
         existing.refill := 'inline';
         existing.shadow := false;
+        existing.durable := false;
     END IF;
 
     -- What the zone becomes: each option named, else its current value.
@@ -299,10 +354,20 @@ BEGIN
     wanted.history := coalesce(history, existing.history);
     wanted.refill := coalesce(refill, existing.refill);
     wanted.shadow := coalesce(shadow, existing.shadow);
+    wanted.durable := coalesce(durable, existing.durable);
     -- A burst is kept while the algorithm has one (token_bucket, gcra).
     wanted.burst := CASE WHEN burst IS NOT NULL THEN burst
                          WHEN wanted.algorithm IN ('token_bucket', 'gcra') THEN existing.burst END;
 
+    -- Before check_zone: a definition error before what the server lacks.
+    IF wanted.durable AND wanted.store <> 'table' THEN
+        RAISE EXCEPTION 'durable => true needs the table store' USING ERRCODE = '0A000',
+            DETAIL = CASE WHEN durable IS NULL
+                          THEN format('Zone "%s" is durable; the shmem store keeps its keys in shared memory.', name_shown)
+                          ELSE 'The shmem store keeps its keys in shared memory, saved to disk every ratelimit.shmem_save_interval.' END,
+            HINT = CASE WHEN durable IS NULL THEN 'Pass durable => false as well.'
+                        ELSE 'Use store => ''table'' for a zone that must survive a crash and a failover.' END;
+    END IF;
     PERFORM ratelimit.check_zone(wanted.algorithm, wanted.rate, wanted.period, wanted.burst, wanted.store);
     IF wanted.refill NOT IN ('inline', 'cron') THEN
         RAISE EXCEPTION 'unknown refill mode "%"', left(wanted.refill, 128) || CASE WHEN length(wanted.refill) > 128 THEN '...' ELSE '' END USING ERRCODE = '22023',
@@ -328,9 +393,9 @@ BEGIN
     END IF;
 
     IF existing.zone_id IS NULL THEN
-        INSERT INTO ratelimit.zone (zone, algorithm, rate, period, burst, store, history, refill, shadow)
+        INSERT INTO ratelimit.zone (zone, algorithm, rate, period, burst, store, history, refill, shadow, durable)
         VALUES (rl_zone_set.zone, wanted.algorithm, wanted.rate, wanted.period, wanted.burst,
-                wanted.store, wanted.history, wanted.refill, wanted.shadow);
+                wanted.store, wanted.history, wanted.refill, wanted.shadow, wanted.durable);
         PERFORM ratelimit.zones_changed();
         RETURN;
     END IF;
@@ -360,12 +425,15 @@ BEGIN
         -- rows for new ones; the old id's counters keep the zone's name.
         PERFORM ratelimit.forget_zone_state(existing.zone_id);
         DELETE FROM ratelimit.state s WHERE s.zone_id = existing.zone_id;
+        DELETE FROM ratelimit.durable_state s WHERE s.zone_id = existing.zone_id;
         INSERT INTO ratelimit.retired_zone_id (zone_id, zone) VALUES (existing.zone_id, existing.zone);
         IF existing.refill = 'cron' THEN
             PERFORM ratelimit.unschedule_refill(existing.zone_id);
         END IF;
         wanted.zone_id := nextval('ratelimit.zone_id_seq')::int;
         wanted.refill_tick := NULL;
+    ELSIF wanted.durable IS DISTINCT FROM existing.durable AND wanted.store = 'table' THEN
+        PERFORM ratelimit.move_zone_state(existing.zone_id, wanted.durable);
     END IF;
     -- The new id is a constant here, not nextval() inside the UPDATE (a
     -- distributed table, Citus, refuses volatile functions there).
@@ -373,20 +441,21 @@ BEGIN
     SET zone_id = wanted.zone_id, algorithm = wanted.algorithm, store = wanted.store,
         rate = wanted.rate, period = wanted.period, burst = wanted.burst,
         history = wanted.history, refill = wanted.refill, refill_tick = wanted.refill_tick,
-        shadow = wanted.shadow, updated_at = now()
+        shadow = wanted.shadow, durable = wanted.durable, updated_at = now()
     WHERE z.zone_id = existing.zone_id;
     -- A cron zone whose capacity grew: its full buckets are below the new
     -- capacity, and the refill job must visit them again.
     IF NOT fresh AND wanted.refill = 'cron' THEN
-        UPDATE ratelimit.state s SET refill_pending = true
-        WHERE s.zone_id = existing.zone_id AND s.refill_pending IS NULL
-          AND s.tokens < coalesce(wanted.burst, wanted.rate);
+        EXECUTE format('UPDATE %s s SET refill_pending = true
+                        WHERE s.zone_id = $1 AND s.refill_pending IS NULL AND s.tokens < $2',
+                       ratelimit.state_table(wanted.durable))
+        USING existing.zone_id, coalesce(wanted.burst, wanted.rate);
     END IF;
     PERFORM ratelimit.zones_changed();
 END
 $fn$;
-COMMENT ON FUNCTION rl_zone_set(text, text, numeric, interval, bigint, text, boolean, text, boolean, boolean) IS
-    'Creates a rate-limit zone (rate requests per period with the given algorithm), or changes the options named and keeps the rest; reset => true accepts starting the zone''s keys afresh';
+COMMENT ON FUNCTION rl_zone_set(text, text, numeric, interval, bigint, text, boolean, text, boolean, boolean, boolean) IS
+    'Creates a rate-limit zone (rate requests per period with the given algorithm), or changes the options named and keeps the rest; reset => true accepts starting the zone''s keys afresh; durable => true keeps its keys across a crash and a failover';
 
 -- Dropping a zone drops its state and its refill job with it.
 CREATE FUNCTION rl_zone_drop(zone text, if_exists boolean DEFAULT false)
@@ -411,6 +480,7 @@ BEGIN
     END IF;
     PERFORM ratelimit.forget_zone_state(dropped);
     DELETE FROM ratelimit.state s WHERE s.zone_id = dropped;
+    DELETE FROM ratelimit.durable_state s WHERE s.zone_id = dropped;
     INSERT INTO ratelimit.retired_zone_id (zone_id, zone) VALUES (dropped, rl_zone_drop.zone);
     PERFORM ratelimit.unschedule_refill(dropped);
     PERFORM ratelimit.zones_changed();
@@ -673,7 +743,7 @@ CREATE VIEW rl_zones AS
 SELECT zone, algorithm, rate, period,
        -- a fractional rate's capacity: its whole requests, at least one
        coalesce(burst, greatest(1, floor(rate)))::bigint AS capacity, burst, store, history,
-       created_at, updated_at, refill, refill_tick, shadow
+       created_at, updated_at, refill, refill_tick, shadow, durable
 FROM ratelimit.zone;
 COMMENT ON VIEW rl_zones IS 'Rate-limit zones';
 
@@ -803,6 +873,23 @@ AS $fn$
     LEFT JOIN ratelimit.zone z ON z.zone_id OPERATOR(pg_catalog.=) k.zone_id
 $fn$;
 
+-- The head rows of both state tables, each from the table its zone keeps
+-- its keys in.
+CREATE FUNCTION ratelimit.table_zone_keys(OUT key text, OUT zone_id int, OUT part int, OUT updated_at timestamptz)
+RETURNS SETOF record
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+    SELECT s.key, s.zone_id, s.part, s.updated_at FROM ratelimit.state s
+    WHERE s.part OPERATOR(pg_catalog.=) 0
+      AND NOT EXISTS (SELECT FROM ratelimit.zone z
+                      WHERE z.zone_id OPERATOR(pg_catalog.=) s.zone_id AND z.durable)
+    UNION ALL
+    SELECT s.key, s.zone_id, s.part, s.updated_at FROM ratelimit.durable_state s
+    JOIN ratelimit.zone z ON z.zone_id OPERATOR(pg_catalog.=) s.zone_id AND z.durable
+    WHERE s.part OPERATOR(pg_catalog.=) 0
+$fn$;
+
 CREATE FUNCTION ratelimit.keys(
     OUT zone text, OUT key text, OUT store text, OUT capacity bigint, OUT remaining bigint,
     OUT reset_after interval, OUT updated_at timestamptz)
@@ -817,7 +904,7 @@ BEGIN
     IF NOT distributed THEN
         RETURN QUERY
         SELECT z.zone, s.key, 'table'::text, p.capacity, p.remaining, p.reset_after, s.updated_at
-        FROM ratelimit.state s
+        FROM ratelimit.table_zone_keys() s
         JOIN ratelimit.zone z ON z.zone_id OPERATOR(pg_catalog.=) s.zone_id
         CROSS JOIN LATERAL @extschema@.rl_peek(z.zone, s.key, 0) p
         WHERE s.part OPERATOR(pg_catalog.=) 0 AND z.store OPERATOR(pg_catalog.=) 'table';
@@ -826,7 +913,7 @@ BEGIN
         -- the state it would run on the shards, and a query on a shard may
         -- not run another distributed query (rl_peek's zone lookup).
         FOR held IN SELECT z.zone, s.key, s.updated_at
-                    FROM ratelimit.state s
+                    FROM ratelimit.table_zone_keys() s
                     JOIN ratelimit.zone z ON z.zone_id OPERATOR(pg_catalog.=) s.zone_id
                     WHERE s.part OPERATOR(pg_catalog.=) 0 AND z.store OPERATOR(pg_catalog.=) 'table'
         LOOP
@@ -1025,14 +1112,17 @@ BEGIN
     p := ratelimit.period_micros(z.period);
     per_tick := z.rate * ratelimit.period_micros(z.refill_tick);
     -- The part token is below one token (as the calls read it).
-    UPDATE ratelimit.state AS s
-    SET tokens = CASE WHEN s.tokens * p + least(s.counter, p - 1) + per_tick >= cap * p THEN cap
-                      ELSE div(s.tokens * p + least(s.counter, p - 1) + per_tick, p) END,
-        counter = CASE WHEN s.tokens * p + least(s.counter, p - 1) + per_tick >= cap * p THEN 0
-                       ELSE mod(s.tokens * p + least(s.counter, p - 1) + per_tick, p) END,
-        refill_pending = CASE WHEN s.tokens * p + least(s.counter, p - 1) + per_tick >= cap * p THEN NULL
+    -- p, cap, per_tick and the zone id are $1 to $4.
+    EXECUTE format($sql$
+    UPDATE %s AS s
+    SET tokens = CASE WHEN s.tokens * $1 + least(s.counter, $1 - 1) + $3 >= $2 * $1 THEN $2
+                      ELSE div(s.tokens * $1 + least(s.counter, $1 - 1) + $3, $1) END,
+        counter = CASE WHEN s.tokens * $1 + least(s.counter, $1 - 1) + $3 >= $2 * $1 THEN 0
+                       ELSE mod(s.tokens * $1 + least(s.counter, $1 - 1) + $3, $1) END,
+        refill_pending = CASE WHEN s.tokens * $1 + least(s.counter, $1 - 1) + $3 >= $2 * $1 THEN NULL
                               ELSE true END
-    WHERE s.zone_id OPERATOR(pg_catalog.=) z.zone_id AND s.refill_pending;
+    WHERE s.zone_id OPERATOR(pg_catalog.=) $4 AND s.refill_pending$sql$, ratelimit.state_table(z.durable))
+    USING p, cap, per_tick, z.zone_id;
     GET DIAGNOSTICS refilled = ROW_COUNT;
     RETURN refilled;
 END
@@ -1398,6 +1488,9 @@ BEGIN
     END IF;
     IF NOT 'ratelimit.state'::regclass = ANY (distributed) THEN
         PERFORM create_distributed_table('ratelimit.state', 'key');
+    END IF;
+    IF NOT 'ratelimit.durable_state'::regclass = ANY (distributed) THEN
+        PERFORM create_distributed_table('ratelimit.durable_state', 'key', colocate_with => 'ratelimit.state');
     END IF;
     IF NOT 'ratelimit.history'::regclass = ANY (distributed) THEN
         -- Kept with the state of its key, which Citus allows only for keys

@@ -12,7 +12,9 @@
  * rl_gcra's (zone -1) are not judged by a zone's limit: they are removed
  * only when max_window is given and they were last written longer ago than
  * that (a bucket refills completely within its window).  Rows of a dropped
- * zone are removed whatever they hold.
+ * zone are removed whatever they hold, and so are rows left in the table a
+ * zone's keys moved out of (rl_zone_set's durable).  Both state tables are
+ * swept: ratelimit.state, then ratelimit.durable_state.
  */
 #include "postgres.h"
 
@@ -37,10 +39,43 @@ PG_FUNCTION_INFO_V1(rl_gc);
 
 #define GC_BATCH 1000
 
+/* The statements on each state table, indexed by durable. */
+#define FOR_EACH_STATE_TABLE(STATEMENT) \
+	{STATEMENT(RL_INTERNAL_SCHEMA ".state"), STATEMENT(RL_INTERNAL_SCHEMA ".durable_state")}
+
+/* A dropped zone's rows, every part. */
+#define DELETE_ORPHAN(TABLE) "DELETE FROM " TABLE \
+	" WHERE key OPERATOR(pg_catalog.=) $1 AND zone_id OPERATOR(pg_catalog.=) $2"
+/* The head row, if it still holds what was read. */
+#define DELETE_HEAD(TABLE) "DELETE FROM " TABLE \
+	" WHERE key OPERATOR(pg_catalog.=) $1 AND zone_id OPERATOR(pg_catalog.=) $2" \
+	" AND part OPERATOR(pg_catalog.=) 0 AND tokens OPERATOR(pg_catalog.=) $3" \
+	" AND token_fraction OPERATOR(pg_catalog.=) $4 AND updated_at OPERATOR(pg_catalog.=) $5" \
+	" AND counter OPERATOR(pg_catalog.=) $6" \
+	" AND (($7 IS NULL AND entries IS NULL) OR entries OPERATOR(pg_catalog.=) $7)" \
+	" AND params OPERATOR(pg_catalog.=) $8"
+/* A sliding window's sealed chunks. */
+#define DELETE_PARTS(TABLE) "DELETE FROM " TABLE \
+	" WHERE key OPERATOR(pg_catalog.=) $1 AND zone_id OPERATOR(pg_catalog.=) $2" \
+	" AND part OPERATOR(pg_catalog.<>) 0"
+/* Every head row, with its zone's name (NULL: dropped). */
+#define SCAN_HEADS(TABLE) "SELECT s.key, s.zone_id, s.tokens, s.token_fraction," \
+	" s.updated_at, s.counter, s.entries, z.zone, s.params" \
+	" FROM " TABLE " s LEFT JOIN " RL_INTERNAL_SCHEMA ".zone z" \
+	" ON z.zone_id OPERATOR(pg_catalog.=) s.zone_id" \
+	" WHERE s.part OPERATOR(pg_catalog.=) 0" \
+	" AND ($1 IS NULL OR s.zone_id OPERATOR(pg_catalog.=) $1)"
+
+static const char *const delete_orphan_sql[2] = FOR_EACH_STATE_TABLE(DELETE_ORPHAN);
+static const char *const delete_head_sql[2] = FOR_EACH_STATE_TABLE(DELETE_HEAD);
+static const char *const delete_parts_sql[2] = FOR_EACH_STATE_TABLE(DELETE_PARTS);
+static const char *const scan_heads_sql[2] = FOR_EACH_STATE_TABLE(SCAN_HEADS);
+
 typedef struct GcRow
 {
 	text	   *key;
 	int32		zone_id;
+	bool		durable;		/* read from ratelimit.durable_state */
 	text	   *params;			/* an ad-hoc bucket's parameters; '' for zones */
 	RlStateRow	row;
 	char	   *zone_name;		/* NULL: the zone is gone */
@@ -62,6 +97,8 @@ RowIdle(const GcRow *r, TimestampTz now, bool has_max_window, int64 max_window_u
 	RlLookupZone(cstring_to_text(r->zone_name), &zone);
 	if (zone.store != RL_STORE_TABLE || zone.zone_id != r->zone_id)
 		return false;			/* changed since the scan: next time */
+	if (zone.durable != r->durable)
+		return true;			/* in the table the zone's keys left: no call reads it */
 	if (zone.limit.algorithm == RL_ALGORITHM_SLIDING_WINDOW)
 	{
 		RlSlidingWindowState window;
@@ -95,9 +132,9 @@ RowIdle(const GcRow *r, TimestampTz now, bool has_max_window, int64 max_window_u
 static bool
 DeleteKey(const GcRow *r)
 {
-	static SPIPlanPtr head_plan = NULL;
-	static SPIPlanPtr orphan_plan = NULL;
-	static SPIPlanPtr parts_plan = NULL;
+	static SPIPlanPtr head_plans[2];
+	static SPIPlanPtr orphan_plans[2];
+	static SPIPlanPtr parts_plans[2];
 	Oid			head_types[8] = {TEXTOID, INT4OID, INT8OID, FLOAT8OID, TIMESTAMPTZOID,
 	INT8OID, BYTEAOID, TEXTOID};
 	Datum		values[8];
@@ -108,10 +145,7 @@ DeleteKey(const GcRow *r)
 	if (r->zone_name == NULL && r->zone_id > 0)
 	{
 		/* A dropped zone's rows, every part. */
-		if (SPI_execute_plan(RlKeepPlan(&orphan_plan,
-										"DELETE FROM " RL_INTERNAL_SCHEMA ".state"
-										" WHERE key OPERATOR(pg_catalog.=) $1"
-										" AND zone_id OPERATOR(pg_catalog.=) $2",
+		if (SPI_execute_plan(RlKeepPlan(&orphan_plans[r->durable], delete_orphan_sql[r->durable],
 										2, head_types),
 							 values, nulls, false, 0) != SPI_OK_DELETE)
 			elog(ERROR, "ratelimit gc delete failed");
@@ -126,18 +160,7 @@ DeleteKey(const GcRow *r)
 	if (r->row.entries == NULL)
 		nulls[6] = 'n';
 	values[7] = PointerGetDatum(r->params);
-	if (SPI_execute_plan(RlKeepPlan(&head_plan,
-									"DELETE FROM " RL_INTERNAL_SCHEMA ".state"
-									" WHERE key OPERATOR(pg_catalog.=) $1"
-									" AND zone_id OPERATOR(pg_catalog.=) $2"
-									" AND part OPERATOR(pg_catalog.=) 0"
-									" AND tokens OPERATOR(pg_catalog.=) $3"
-									" AND token_fraction OPERATOR(pg_catalog.=) $4"
-									" AND updated_at OPERATOR(pg_catalog.=) $5"
-									" AND counter OPERATOR(pg_catalog.=) $6"
-									" AND (($7 IS NULL AND entries IS NULL)"
-									" OR entries OPERATOR(pg_catalog.=) $7)"
-									" AND params OPERATOR(pg_catalog.=) $8",
+	if (SPI_execute_plan(RlKeepPlan(&head_plans[r->durable], delete_head_sql[r->durable],
 									8, head_types),
 						 values, nulls, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "ratelimit gc delete failed");
@@ -146,11 +169,7 @@ DeleteKey(const GcRow *r)
 	if (r->row.entries != NULL)
 	{
 		/* A sliding window's sealed chunks: all expired with the head. */
-		if (SPI_execute_plan(RlKeepPlan(&parts_plan,
-										"DELETE FROM " RL_INTERNAL_SCHEMA ".state"
-										" WHERE key OPERATOR(pg_catalog.=) $1"
-										" AND zone_id OPERATOR(pg_catalog.=) $2"
-										" AND part OPERATOR(pg_catalog.<>) 0",
+		if (SPI_execute_plan(RlKeepPlan(&parts_plans[r->durable], delete_parts_sql[r->durable],
 										2, head_types),
 							 values, nulls, false, 0) != SPI_OK_DELETE)
 			elog(ERROR, "ratelimit gc delete failed");
@@ -159,7 +178,7 @@ DeleteKey(const GcRow *r)
 }
 
 static void
-ReadGcRow(HeapTuple tuple, TupleDesc desc, GcRow *r)
+ReadGcRow(HeapTuple tuple, TupleDesc desc, bool durable, GcRow *r)
 {
 	bool		isnull;
 	Datum		zone;
@@ -167,6 +186,7 @@ ReadGcRow(HeapTuple tuple, TupleDesc desc, GcRow *r)
 
 	r->key = DatumGetTextPCopy(SPI_getbinval(tuple, desc, 1, &isnull));
 	r->zone_id = DatumGetInt32(SPI_getbinval(tuple, desc, 2, &isnull));
+	r->durable = durable;
 	r->row.tokens = DatumGetInt64(SPI_getbinval(tuple, desc, 3, &isnull));
 	r->row.fraction = DatumGetFloat8(SPI_getbinval(tuple, desc, 4, &isnull));
 	r->row.stamp = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 5, &isnull));
@@ -192,7 +212,6 @@ rl_gc(PG_FUNCTION_ARGS)
 	int64		max_window_us = 0;
 	TimestampTz now;
 	RlSpiSession session;
-	Portal		portal;
 	Oid			argtypes[1] = {INT4OID};
 	Datum		values[1];
 	char		nulls[1] = {' '};
@@ -233,43 +252,44 @@ rl_gc(PG_FUNCTION_ARGS)
 	now = RlNow();
 	batch_context = AllocSetContextCreate(CurrentMemoryContext, "rl_gc batch",
 										  ALLOCSET_DEFAULT_SIZES);
-	RlSpiConnectAs(RlGetStateTable()->owner, &session);
-	portal = SPI_cursor_open_with_args(NULL,
-									   "SELECT s.key, s.zone_id, s.tokens, s.token_fraction,"
-									   " s.updated_at, s.counter, s.entries, z.zone, s.params"
-									   " FROM " RL_INTERNAL_SCHEMA ".state s"
-									   " LEFT JOIN " RL_INTERNAL_SCHEMA ".zone z"
-									   " ON z.zone_id OPERATOR(pg_catalog.=) s.zone_id"
-									   " WHERE s.part OPERATOR(pg_catalog.=) 0"
-									   " AND ($1 IS NULL OR s.zone_id OPERATOR(pg_catalog.=) $1)",
-									   1, argtypes, values, nulls, true, 0);
-	for (;;)
+	RlSpiConnectAs(RlGetStateTable(false)->owner, &session);
+	for (int durable = 0; durable < 2; durable++)
 	{
-		SPITupleTable *batch;
-		uint64		count;
+		Portal		portal;
 
-		SPI_cursor_fetch(portal, true, GC_BATCH);
-		batch = SPI_tuptable;
-		count = SPI_processed;
-		if (count == 0)
+		/* Before ALTER EXTENSION ratelimit UPDATE to 0.6.0 there is no durable table. */
+		if (durable && !OidIsValid(RlInternalTable("durable_state")))
 			break;
-		for (uint64 i = 0; i < count; i++)
+		portal = SPI_cursor_open_with_args(NULL, scan_heads_sql[durable],
+										   1, argtypes, values, nulls, true, 0);
+		for (;;)
 		{
-			MemoryContext old = MemoryContextSwitchTo(batch_context);
-			GcRow		r;
-			bool		idle;
+			SPITupleTable *batch;
+			uint64		count;
 
-			ReadGcRow(batch->vals[i], batch->tupdesc, &r);
-			idle = RowIdle(&r, now, has_max_window, max_window_us);
-			MemoryContextSwitchTo(old);
-			if (idle && DeleteKey(&r))
-				removed++;
-			MemoryContextReset(batch_context);
+			SPI_cursor_fetch(portal, true, GC_BATCH);
+			batch = SPI_tuptable;
+			count = SPI_processed;
+			if (count == 0)
+				break;
+			for (uint64 i = 0; i < count; i++)
+			{
+				MemoryContext old = MemoryContextSwitchTo(batch_context);
+				GcRow		r;
+				bool		idle;
+
+				ReadGcRow(batch->vals[i], batch->tupdesc, durable, &r);
+				idle = RowIdle(&r, now, has_max_window, max_window_us);
+				MemoryContextSwitchTo(old);
+				if (idle && DeleteKey(&r))
+					removed++;
+				MemoryContextReset(batch_context);
+			}
+			SPI_freetuptable(batch);
+			CHECK_FOR_INTERRUPTS();
 		}
-		SPI_freetuptable(batch);
-		CHECK_FOR_INTERRUPTS();
+		SPI_cursor_close(portal);
 	}
-	SPI_cursor_close(portal);
 	RlSpiFinish(&session);
 	MemoryContextDelete(batch_context);
 	PG_RETURN_INT64(removed);

@@ -255,7 +255,10 @@ rl_leases(PG_FUNCTION_ARGS)
 		elog(ERROR, "ratelimit state table is missing");
 	RlSpiConnectAs(RlRelationOwner(relid), &session);
 	if (SPI_execute_plan(RlKeepPlan(&plan,
-									"SELECT z.zone, s.key FROM " RL_INTERNAL_SCHEMA ".state s"
+									"SELECT z.zone, s.key FROM"
+									" (SELECT key, zone_id, part FROM " RL_INTERNAL_SCHEMA ".state"
+									"  UNION ALL SELECT key, zone_id, part"
+									"  FROM " RL_INTERNAL_SCHEMA ".durable_state) s"
 									" JOIN " RL_INTERNAL_SCHEMA ".zone z"
 									" ON z.zone_id OPERATOR(pg_catalog.=) s.zone_id"
 									" WHERE z.algorithm OPERATOR(pg_catalog.=) 'concurrency'"
@@ -263,7 +266,7 @@ rl_leases(PG_FUNCTION_ARGS)
 									" AND s.part OPERATOR(pg_catalog.=) 0",
 									0, NULL),
 						 NULL, NULL, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not read the leases of ratelimit.state");
+		elog(ERROR, "could not read the leases of the state tables");
 	for (uint64 row = 0; row < SPI_processed; row++)
 	{
 		HeapTuple	tuple = SPI_tuptable->vals[row];

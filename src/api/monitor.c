@@ -109,7 +109,7 @@ rl_shmem_counters(PG_FUNCTION_ARGS)
 Datum
 rl_state_is_distributed(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_BOOL(RlGetStateTable()->is_distributed);
+	PG_RETURN_BOOL(RlGetStateTable(false)->is_distributed);
 }
 
 /* ratelimit.shmem_placement(zone_id, key): the set the key maps to now. */

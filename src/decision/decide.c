@@ -64,6 +64,8 @@ RlPrepareZoneCall(RlCall *call, text *zone_name, text *key, int64 cost, bool che
 	call->request.key.key = key;
 	call->request.key.zone_id = zone->zone_id;
 	call->request.key.part = 0;
+	call->request.key.durable = zone->durable;
+	call->request.zone_generation = RlZoneGeneration();
 	call->request.limit.zone = zone->limit;
 	call->cost = cost;
 	call->history = zone->history;
@@ -88,7 +90,7 @@ void
 RlLocate(RlCall *call)
 {
 	const RlStore *store = call->shmem_here && call->store == RL_STORE_SHMEM
-		? RlStoreOf(call->store) : RlStoreForKey(call->store, call->request.key.key);
+		? RlStoreOf(call->store) : RlStoreForKey(call->store, &call->request.key);
 
 	if (store->locate != NULL)
 		store->locate(&call->request);

@@ -316,11 +316,15 @@ RlCheckZoneDefinition(const char *algorithm_name, Numeric rate,
 	}
 }
 
+/* Counts the invalidations of the zone cache: see RlZoneGeneration. */
+static uint64 zone_generation = 1;
+
 static void
 InvalidateZones(Datum arg, Oid relid)
 {
 	if (relid == InvalidOid || relid == zone_table_relid)
 	{
+		zone_generation++;
 		if (zone_cache != NULL)
 		{
 			hash_destroy(zone_cache);
@@ -369,8 +373,14 @@ LoadZone(const char *name, RlZone *zone)
 	RlSpiConnectAs(RlRelationOwner(ZoneTable()), &session);
 	plan = RlKeepPlan(&zone_lookup_plan,
 					  "SELECT zone_id, algorithm, rate, period, burst, store, history,"
-					  " refill, refill_tick, shadow"
-					  " FROM " RL_INTERNAL_SCHEMA ".zone"
+					  " refill, refill_tick, shadow,"
+					  /*
+					   * Through the row's json: a server that runs this
+					   * build before ALTER EXTENSION ratelimit UPDATE has
+					   * zones of 0.5.0, which have no durable column.
+					   */
+					  " (pg_catalog.to_jsonb(z) OPERATOR(pg_catalog.->>) 'durable')::pg_catalog.bool"
+					  " FROM " RL_INTERNAL_SCHEMA ".zone z"
 					  " WHERE zone OPERATOR(pg_catalog.=) $1", 1, argtypes);
 	if (SPI_execute_snapshot(plan, values, NULL, GetLatestSnapshot(),
 							 InvalidSnapshot, true, false, 1) != SPI_OK_SELECT)
@@ -392,6 +402,7 @@ LoadZone(const char *name, RlZone *zone)
 		zone->zone_id = DatumGetInt32(SPI_getbinval(tuple, desc, 1, &isnull));
 		zone->history = DatumGetBool(SPI_getbinval(tuple, desc, 7, &isnull));
 		zone->shadow = DatumGetBool(SPI_getbinval(tuple, desc, 10, &isnull));
+		zone->durable = DatumGetBool(SPI_getbinval(tuple, desc, 11, &isnull)) && !isnull;
 
 		zone->store = strcmp(TextDatumGetCString(store), "shmem") == 0
 			? RL_STORE_SHMEM : RL_STORE_TABLE;
@@ -482,6 +493,41 @@ RlLookupZone(text *name, RlZone *zone)
 	entry = hash_search(zone_cache, key, HASH_ENTER, &found);
 	entry->zone = *zone;
 	last_zone = entry;
+}
+
+uint64
+RlZoneGeneration(void)
+{
+	return zone_generation;
+}
+
+bool
+RlZoneDurableNow(int32 zone_id, bool if_missing)
+{
+	static SPIPlanPtr plan = NULL;
+	RlSpiSession session;
+	Oid			argtypes[1] = {INT4OID};
+	Datum		values[1];
+	bool		durable = if_missing;
+
+	values[0] = Int32GetDatum(zone_id);
+	RlSpiConnectAs(RlRelationOwner(ZoneTable()), &session);
+	if (SPI_execute_snapshot(RlKeepPlan(&plan, "SELECT (pg_catalog.to_jsonb(z)"
+										" OPERATOR(pg_catalog.->>) 'durable')::pg_catalog.bool"
+										" FROM " RL_INTERNAL_SCHEMA ".zone z"
+										" WHERE zone_id OPERATOR(pg_catalog.=) $1", 1, argtypes),
+							 values, NULL, GetLatestSnapshot(), InvalidSnapshot, true, false, 1)
+		!= SPI_OK_SELECT)
+		elog(ERROR, "ratelimit zone lookup failed");
+	if (SPI_processed > 0)
+	{
+		bool		isnull;
+		Datum		value = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+		durable = !isnull && DatumGetBool(value);
+	}
+	RlSpiFinish(&session);
+	return durable;
 }
 
 char *

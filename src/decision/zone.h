@@ -26,6 +26,7 @@ typedef struct RlZone
 	RlStoreKind store;
 	bool		history;
 	bool		shadow;			/* decide and count, refuse nothing */
+	bool		durable;		/* table store: keys in the logged ratelimit.durable_state */
 	/* the rate and period as defined, for rl_result */
 	union
 	{
@@ -46,6 +47,16 @@ extern void RlLookupZone(text *name, RlZone *zone);
 extern void RlCheckZoneDefinition(const char *algorithm_name, Numeric rate,
 								  const Interval *period, bool burst_null, int64 burst,
 								  const char *store, RlZoneLimit *limit);
+
+/*
+ * Grows whenever this backend's zone cache is dropped (a zone changed
+ * somewhere, at its commit): a call that looked its zone up at generation
+ * g and sees another one later may hold a stale definition.
+ */
+extern uint64 RlZoneGeneration(void);
+
+/* Whether the zone of that id keeps durable state now; if_missing when it is gone. */
+extern bool RlZoneDurableNow(int32 zone_id, bool if_missing);
 
 /* The name of the zone of that id, or NULL when there is none (palloc'd). */
 extern char *RlZoneNameOfId(int32 zone_id);

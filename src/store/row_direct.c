@@ -86,7 +86,7 @@ CloseRelation(DirectTable *t)
 static void
 UseRelationOf(DirectTable *t, const RlStateKey *key)
 {
-	Oid			relid = RlStateRelationOfKey(key->key);
+	Oid			relid = RlStateRelationOfKey(key->key, key->durable);
 	Oid			indexid;
 
 	if (!OidIsValid(relid))

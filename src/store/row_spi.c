@@ -30,28 +30,34 @@ typedef enum SpiStatement
 	SPI_STATEMENT_COUNT
 } SpiStatement;
 
-#define STATE_TABLE RL_INTERNAL_SCHEMA ".state"
 #define WHERE_KEY " WHERE key OPERATOR(pg_catalog.=) $1 AND zone_id OPERATOR(pg_catalog.=) $2" \
 	" AND part OPERATOR(pg_catalog.=) $3 AND params OPERATOR(pg_catalog.=) $4"
 #define ROW_COLUMNS "tokens, token_fraction, updated_at, counter, entries, refill_pending"
 
-static const char *const statement_sql[SPI_STATEMENT_COUNT] = {
-	[SPI_FETCH_FOR_UPDATE] = "SELECT " ROW_COLUMNS " FROM " STATE_TABLE WHERE_KEY " FOR UPDATE",
-	[SPI_PEEK] = "SELECT " ROW_COLUMNS " FROM " STATE_TABLE WHERE_KEY,
-	[SPI_INSERT] =
-	"INSERT INTO " STATE_TABLE " (key, zone_id, part, params, " ROW_COLUMNS ")"
-	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (key, zone_id, part, params) DO NOTHING",
-	[SPI_REPLACE] =
-	"UPDATE " STATE_TABLE " SET tokens = $5, token_fraction = $6, updated_at = $7,"
-	" counter = $8, entries = $9, refill_pending = $10" WHERE_KEY,
-	[SPI_REMOVE] = "DELETE FROM " STATE_TABLE WHERE_KEY,
+/* The statements on one of the two state tables (TABLE: its qualified name). */
+#define STATE_STATEMENTS(TABLE) { \
+	[SPI_FETCH_FOR_UPDATE] = "SELECT " ROW_COLUMNS " FROM " TABLE WHERE_KEY " FOR UPDATE", \
+	[SPI_PEEK] = "SELECT " ROW_COLUMNS " FROM " TABLE WHERE_KEY, \
+	[SPI_INSERT] = \
+	"INSERT INTO " TABLE " (key, zone_id, part, params, " ROW_COLUMNS ")" \
+	" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (key, zone_id, part, params) DO NOTHING", \
+	[SPI_REPLACE] = \
+	"UPDATE " TABLE " SET tokens = $5, token_fraction = $6, updated_at = $7," \
+	" counter = $8, entries = $9, refill_pending = $10" WHERE_KEY, \
+	[SPI_REMOVE] = "DELETE FROM " TABLE WHERE_KEY, \
+}
+
+/* Indexed by durable: ratelimit.state, then ratelimit.durable_state. */
+static const char *const statement_sql[2][SPI_STATEMENT_COUNT] = {
+	STATE_STATEMENTS(RL_INTERNAL_SCHEMA ".state"),
+	STATE_STATEMENTS(RL_INTERNAL_SCHEMA ".durable_state"),
 };
 
 static const int statement_nargs[SPI_STATEMENT_COUNT] = {
 	[SPI_FETCH_FOR_UPDATE] = 4,[SPI_PEEK] = 4,[SPI_INSERT] = 10,[SPI_REPLACE] = 10,[SPI_REMOVE] = 4,
 };
 
-static SPIPlanPtr saved_plans[SPI_STATEMENT_COUNT];
+static SPIPlanPtr saved_plans[2][SPI_STATEMENT_COUNT];
 
 /* Connects to SPI as the state table's owner. */
 static void *
@@ -59,7 +65,7 @@ SpiBegin(void)
 {
 	RlSpiSession *session = palloc(sizeof(RlSpiSession));
 
-	RlSpiConnectAs(RlGetStateTable()->owner, session);
+	RlSpiConnectAs(RlGetStateTable(false)->owner, session);
 	return session;
 }
 
@@ -104,7 +110,8 @@ RunStatement(SpiStatement which, const RlStateKey *key, const RlStateRow *in, Rl
 	 * Not read-only: at READ COMMITTED each statement takes a new snapshot,
 	 * so rows read after FOR UPDATE locked a newer head row are as new.
 	 */
-	rc = SPI_execute_plan(RlKeepPlan(&saved_plans[which], statement_sql[which],
+	rc = SPI_execute_plan(RlKeepPlan(&saved_plans[key->durable][which],
+									 statement_sql[key->durable][which],
 									 statement_nargs[which], argtypes),
 						  values, nulls, false, 0);
 	if (rc < 0)

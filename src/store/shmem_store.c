@@ -610,7 +610,7 @@ ShmemRelimitZone(int32 zone_id, const RlZoneLimit *limit)
 int32
 RlShmemPlacement(int32 zone_id, text *key)
 {
-	RlStateKey	state_key = {key, zone_id, 0, NULL};
+	RlStateKey	state_key = {key, zone_id, 0, NULL, false};
 
 	RlRequireShmemStore();
 	return (int32) FinalSetIndexOf((uint32) (KeyHash(&state_key) >> 32));

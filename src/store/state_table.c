@@ -1,6 +1,8 @@
 /*
- * state_table.c -- ratelimit.state, looked up once per backend and again
- * after any change to it (relcache invalidation), never per call.
+ * state_table.c -- the table store's two tables, looked up once per backend
+ * and again after any change to them (relcache invalidation), never per
+ * call: ratelimit.state (UNLOGGED) and ratelimit.durable_state (logged, for
+ * the zones created with durable => true).
  *
  * On Citus the table is distributed by key: the table itself is an empty
  * shell and the rows live in shards, ordinary tables named after it.  The
@@ -54,9 +56,11 @@ typedef struct ShardMap
 	int			count;
 } ShardMap;
 
-static RlStateTable state_table;
-static bool state_table_valid = false;
-static ShardMap state_shards;
+/* Indexed by durable: [0] ratelimit.state, [1] ratelimit.durable_state. */
+static const char *const state_table_names[2] = {"state", "durable_state"};
+static RlStateTable state_tables[2];
+static bool state_table_valid[2] = {false, false};
+static ShardMap state_shards[2];
 
 /* ratelimit.history, distributed beside the state by rl_citus_setup(). */
 static Oid	history_relid = InvalidOid;
@@ -148,35 +152,40 @@ LoadShardMap(Oid relid, ShardMap *map)
 static void
 InvalidateStateTable(Datum arg, Oid relid)
 {
-	if (relid == InvalidOid || relid == state_table.relid)
-		state_table_valid = false;
+	for (int durable = 0; durable < 2; durable++)
+		if (relid == InvalidOid || relid == state_tables[durable].relid)
+			state_table_valid[durable] = false;
 	if (relid == InvalidOid || relid == history_relid)
 		history_valid = false;
 }
 
 const RlStateTable *
-RlGetStateTable(void)
+RlGetStateTable(bool durable)
 {
-	if (!state_table_valid)
+	RlStateTable *table = &state_tables[durable];
+
+	if (!state_table_valid[durable])
 	{
-		Oid			relid = RlInternalTable("state");
+		Oid			relid = RlInternalTable(state_table_names[durable]);
 		Relation	rel;
 
 		if (!OidIsValid(relid))
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_TABLE),
-					 errmsg("ratelimit state table \"%s.state\" does not exist",
-							RL_INTERNAL_SCHEMA),
-					 errhint("Run CREATE EXTENSION ratelimit in this database.")));
+					 errmsg("ratelimit state table \"%s.%s\" does not exist",
+							RL_INTERNAL_SCHEMA, state_table_names[durable]),
+					 durable
+					 ? errhint("Run ALTER EXTENSION ratelimit UPDATE: durable zones came with 0.6.0.")
+					 : errhint("Run CREATE EXTENSION ratelimit in this database.")));
 		rel = table_open(relid, AccessShareLock);
-		state_table.relid = relid;
-		state_table.owner = rel->rd_rel->relowner;
-		state_table.is_heap = (rel->rd_rel->relam == HEAP_TABLE_AM_OID);
+		table->relid = relid;
+		table->owner = rel->rd_rel->relowner;
+		table->is_heap = (rel->rd_rel->relam == HEAP_TABLE_AM_OID);
 		table_close(rel, AccessShareLock);
-		state_table.is_distributed = LoadShardMap(relid, &state_shards);
-		state_table_valid = true;
+		table->is_distributed = LoadShardMap(relid, &state_shards[durable]);
+		state_table_valid[durable] = true;
 	}
-	return &state_table;
+	return table;
 }
 
 /* The shard whose hash range holds key, as Citus routes it (hashtext, "C"). */
@@ -232,17 +241,17 @@ LocalShardOfKey(const ShardMap *map, const bool *map_valid, text *key, Oid *reli
 }
 
 Oid
-RlStateRelationOfKey(text *key)
+RlStateRelationOfKey(text *key, bool durable)
 {
 	Oid			relid;
 
 	for (;;)
 	{
-		const RlStateTable *table = RlGetStateTable();
+		const RlStateTable *table = RlGetStateTable(durable);
 
 		if (!table->is_distributed)
 			return table->relid;
-		if (LocalShardOfKey(&state_shards, &state_table_valid, key, &relid))
+		if (LocalShardOfKey(&state_shards[durable], &state_table_valid[durable], key, &relid))
 			return relid;
 	}
 }

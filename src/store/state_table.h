@@ -1,6 +1,7 @@
 /*
- * state_table.h -- ratelimit.state, the table store's table, looked up once
- * per backend.
+ * state_table.h -- the table store's tables, looked up once per backend:
+ * ratelimit.state (UNLOGGED) and ratelimit.durable_state (logged, for
+ * zones with durable => true).  Functions take durable to say which.
  */
 #ifndef RL_STATE_TABLE_H
 #define RL_STATE_TABLE_H
@@ -16,14 +17,14 @@ typedef struct RlStateTable
 } RlStateTable;
 
 /* The table's OID and properties; 42P01 with a hint when it is missing. */
-extern const RlStateTable *RlGetStateTable(void);
+extern const RlStateTable *RlGetStateTable(bool durable);
 
 /*
  * The relation that holds key's rows on this node: the state table, or on
  * Citus the key's shard when it is placed here (share-locked against moves
  * until the transaction ends); InvalidOid when it is placed on another node.
  */
-extern Oid	RlStateRelationOfKey(text *key);
+extern Oid	RlStateRelationOfKey(text *key, bool durable);
 
 /* ratelimit.history, looked up again after a change to it; InvalidOid when missing. */
 extern Oid	RlHistoryTable(void);

@@ -18,11 +18,11 @@
  * when it is placed on this node; elsewhere only SQL reaches the key.
  */
 static const RlStore *
-TableStoreForKey(text *key)
+TableStoreForKey(const RlStateKey *key)
 {
-	const RlStateTable *table = RlGetStateTable();
+	const RlStateTable *table = RlGetStateTable(key->durable);
 	bool		reachable = table->is_heap &&
-		(!table->is_distributed || OidIsValid(RlStateRelationOfKey(key)));
+		(!table->is_distributed || OidIsValid(RlStateRelationOfKey(key->key, key->durable)));
 
 	switch (rl_table_access)
 	{
@@ -31,7 +31,7 @@ TableStoreForKey(text *key)
 				ereport(ERROR,
 						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 						 errmsg("ratelimit.table_access = direct needs the key's rows in a local heap table"),
-						 errdetail("ratelimit.state is %s.",
+						 errdetail("ratelimit.%s is %s.", key->durable ? "durable_state" : "state",
 								   table->is_distributed ? "held by Citus, and the key's shard is not a table of this node"
 								   : "not a heap table"),
 						 errhint("Set ratelimit.table_access to auto or spi.")));
@@ -52,9 +52,9 @@ TableStoreForKey(text *key)
 static void
 RequireShmemKeyHere(text *key)
 {
-	const RlStateTable *table = RlGetStateTable();
+	const RlStateTable *table = RlGetStateTable(false);
 
-	if (table->is_distributed && !OidIsValid(RlStateRelationOfKey(key)))
+	if (table->is_distributed && !OidIsValid(RlStateRelationOfKey(key, false)))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("a shmem zone's key is decided on the Citus node that holds its shard, not on this one"),
@@ -65,16 +65,16 @@ RequireShmemKeyHere(text *key)
 }
 
 const RlStore *
-RlStoreForKey(RlStoreKind kind, text *key)
+RlStoreForKey(RlStoreKind kind, const RlStateKey *key)
 {
 	if (kind == RL_STORE_SHMEM)
 	{
-		RequireShmemKeyHere(key);
+		RequireShmemKeyHere(key->key);
 		return &RlShmemStore;
 	}
 	if (kind == RL_STORE_SHMEM_LEASES)
 	{
-		RequireShmemKeyHere(key);
+		RequireShmemKeyHere(key->key);
 		return &RlShmemLeaseStore;
 	}
 	return TableStoreForKey(key);

@@ -43,6 +43,7 @@ typedef struct RlStateKey
 	int32		zone_id;
 	int32		part;
 	text	   *params;			/* NULL for every row but an ad-hoc bucket's ('' stored) */
+	bool		durable;		/* in ratelimit.durable_state, not ratelimit.state */
 } RlStateKey;
 
 /* The longest params an ad-hoc bucket has: two float8s' shortest text and ':'. */
@@ -104,6 +105,12 @@ typedef struct RlStoreCall
 	 * decide run again).
 	 */
 	bool		lock_first;
+	/*
+	 * RlZoneGeneration() when the zone was looked up (0: no zone): the table
+	 * store checks that the zone still keeps its keys in the table it was
+	 * given, after waiting for that table's lock.
+	 */
+	uint64		zone_generation;
 	/* Where locate found the key (the shmem store's hash and set). */
 	uint64		located_hash;
 	uint32		located_set;
@@ -198,7 +205,7 @@ typedef struct RlStore
  * The store of that kind for key; the table store's path by
  * ratelimit.table_access and where the key's rows are (Citus).
  */
-extern const RlStore *RlStoreForKey(RlStoreKind kind, text *key);
+extern const RlStore *RlStoreForKey(RlStoreKind kind, const RlStateKey *key);
 
 /* The store of that kind, for what concerns a whole zone. */
 extern const RlStore *RlStoreOf(RlStoreKind kind);

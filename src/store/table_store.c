@@ -7,6 +7,7 @@
  */
 #include "postgres.h"
 
+#include "decision/zone.h"
 #include "store/row_direct.h"
 #include "store/row_spi.h"
 #include "store/table_cache.h"
@@ -60,6 +61,26 @@ ReadPart(RlStateAccess *access, int32 part, RlStateRow *row)
 	return table->rows->fetch(table->handle, &key, RL_FETCH_PEEK, row, &ref);
 }
 
+/*
+ * rl_zone_set(..., durable => ...) moves a zone's keys to the other state
+ * table under a lock that makes calls wait.  A call that looked its zone up
+ * before the move and got the lock after it would decide on the table the
+ * keys just left, and its decision would be lost: it is refused instead,
+ * having taken nothing (the fetch that waited changed nothing).
+ */
+static void
+RequireZoneStillInTable(const RlStoreCall *call)
+{
+	if (call->zone_generation == 0 || call->zone_generation == RlZoneGeneration())
+		return;
+	if (RlZoneDurableNow(call->key.zone_id, call->key.durable) != call->key.durable)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("the rate-limit zone's keys moved to another table while this call waited"),
+				 errdetail("rl_zone_set changed the zone's durable option; this call took nothing."),
+				 errhint("Retry the call.")));
+}
+
 static RlStoreOutcome
 TableUpdate(const RlRowOps *rows, RlStoreCall *call, RlDecideFn decide, void *arg)
 {
@@ -89,9 +110,12 @@ TableUpdate(const RlRowOps *rows, RlStoreCall *call, RlDecideFn decide, void *ar
 	{
 		RlStateRow	current;
 		RlRowRef	ref;
+		bool		found = rows->fetch(handle, key,
+										call->lock_first ? RL_FETCH_LOCK : RL_FETCH_UPDATE,
+										&current, &ref);
 
-		if (rows->fetch(handle, key, call->lock_first ? RL_FETCH_LOCK : RL_FETCH_UPDATE,
-						&current, &ref))
+		RequireZoneStillInTable(call);
+		if (found)
 		{
 			if (!decide(&current, &next, arg, &access.access))
 			{
