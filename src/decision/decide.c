@@ -12,6 +12,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "catalog/pg_type_d.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
@@ -136,6 +137,20 @@ RlRequireWritable(const RlCall *call, const RlStore *store, const char *function
 {
 	if (!XactReadOnly || !(store->writes_tables || call->history))
 		return;
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("cannot execute %s on a standby", function),
+				 errdetail("This server is a standby in recovery: it cannot write, and %s.",
+						   call->request.limit.is_bucket
+						   ? "the ad-hoc buckets are kept in a table"
+						   : store->writes_tables
+						   ? psprintf("zone \"%s\" keeps its state in a table", RlMessageText(call->what))
+						   : psprintf("zone \"%s\" records every request in its history table",
+									  RlMessageText(call->what))),
+				 errhint("Send rate-limit calls to the primary.  A zone on the shmem store without "
+						 "history decides on a standby too, counting on its own, apart from the "
+						 "primary: rl_zone_set(..., store => 'shmem', history => false).")));
 	if (call->request.limit.is_bucket)
 		PreventCommandIfReadOnly(function);
 	ereport(ERROR,
