@@ -111,7 +111,9 @@ allowed_three_times() {	# the three decisions of one key, then of another
 q rl_upgraded_zone "CREATE EXTENSION $EXTENSION;
 	SELECT rl_zone_set(zone => 'upgrade_table', algorithm => 'token_bucket', rate => 2, period => '1 day');
 	SELECT rl_zone_set(zone => 'upgrade_shmem', algorithm => 'token_bucket', rate => 2, period => '1 day',
-	                   store => 'shmem')" >/dev/null
+	                   store => 'shmem');
+	DROP ROLE IF EXISTS upgrade_zone_manager; CREATE ROLE upgrade_zone_manager;
+	GRANT EXECUTE ON FUNCTION rl_zone_set TO upgrade_zone_manager" >/dev/null
 rl_check "release $OLD: key 'drained' admitted twice then refused, in each store" \
 	"true,true,false,true,true,false" "$(allowed_three_times "'drained'" 3)"
 
@@ -121,6 +123,11 @@ rl_cluster_stop
 build_install "$RL_ROOT" "this tree, over release $OLD,"
 rl_cluster_ctl start -w -t 60 -l "$RL_CLUSTER_DIR/server.log" >/dev/null || { cat "$RL_CLUSTER_DIR/server.log"; fail_now; }
 
+# Between the package's install and ALTER EXTENSION UPDATE, the new
+# library runs on the release's tables: it must decide as before.
+rl_check "before the update, this tree's library decides on release $OLD's tables: key 'drained' refused" \
+	"false,false" "$(q rl_upgraded_zone "SELECT string_agg((rl_limit(z, 'drained')).allowed::text, ',' ORDER BY z)
+	                                     FROM unnest(ARRAY['upgrade_table', 'upgrade_shmem']) z")"
 rl_check "an update path leads from $OLD to $NEW" yes \
 	"$(q postgres "SELECT CASE WHEN '$OLD' = '$NEW' OR EXISTS (SELECT FROM pg_extension_update_paths('$EXTENSION')
 	                                                          WHERE source = '$OLD' AND target = '$NEW' AND path IS NOT NULL)
@@ -132,6 +139,17 @@ done
 rl_check "after the update: key 'drained' still refused, key 'new' admitted, in each store" \
 	"false,true,false,true" "$(allowed_three_times "'drained', 'new'" 1)"
 rl_check "CREATE EXTENSION $EXTENSION (a fresh $NEW)" "" "$(q rl_fresh "CREATE EXTENSION $EXTENSION")"
+if [ "$NEW" = 0.6.0 ]; then
+	# What 0.6.0 brought: rl_zone_set has a new signature, and who could
+	# run the old one runs it; durable => true moves the drained key.
+	rl_check "after the update to 0.6.0, a role granted the old rl_zone_set may run the new one" t \
+		"$(q rl_upgraded_zone "SELECT has_function_privilege('upgrade_zone_manager',
+		   'rl_zone_set(text, text, numeric, interval, bigint, text, boolean, text, boolean, boolean, boolean)', 'EXECUTE')")"
+	rl_check "after the update to 0.6.0, durable => true moves key 'drained', still refused" "false|1" \
+		"$(q rl_upgraded_zone "SELECT rl_zone_set('upgrade_table', durable => true);
+		   SELECT (rl_limit('upgrade_table', 'drained')).allowed || '|' || count(*)
+		   FROM ratelimit.durable_state WHERE key = 'drained'" | grep -v '^$')"
+fi
 
 if diff=$(bash "$RL_ROOT/test/upgrade/compare_schema.sh" rl_upgraded rl_fresh "$EXTENSION" 2>&1); then
 	rl_check "the update from $OLD gives what a fresh install of $NEW gives" same same
