@@ -86,7 +86,7 @@ SELECT cmp_ok((SELECT count(*) FROM pg_temp.rl_functions()), '>', 25::bigint,
               'the catalog query finds more than 25 functions of the extension');
 SELECT set_has($$SELECT signature FROM pg_temp.rl_functions()$$,
                $$VALUES ('rl_limit(text, text, integer)'), ('rl_limit(text[], text, integer)'), ('rl_refund(text, text, integer)'),
-                        ('rl_grant(regrole, text)'), ('rl_zone_set(text, text, numeric, interval, bigint, text, boolean, text, boolean, boolean)'),
+                        ('rl_grant(regrole, text)'), ('rl_zone_set(text, text, numeric, interval, bigint, text, boolean, text, boolean, boolean, boolean)'),
                         ('rl_headers(rl_result, boolean)'), ('rl_client_address(text, text, integer, text)'), ('counters()'),
                         ('pg_cron_version()'), ('rl_limit_trigger()')$$,
                'among them both rl_limit, rl_refund, rl_grant, rl_zone_set, the allow-list, ratelimit.counters(), ratelimit.pg_cron_version() and the trigger function');
@@ -175,7 +175,7 @@ SELECT set_eq($$SELECT t.typname::text, a.privilege_type
 -- pg_temp is searched first for tables and types).
 -------------------------------------------------------------------------
 SELECT set_has($$SELECT signature FROM pg_temp.rl_functions() WHERE secdef$$,
-               $$VALUES ('rl_zone_set(text, text, numeric, interval, bigint, text, boolean, text, boolean, boolean)'),
+               $$VALUES ('rl_zone_set(text, text, numeric, interval, bigint, text, boolean, text, boolean, boolean, boolean)'),
                         ('rl_zone_drop(text, boolean)'), ('counters()')$$,
                'the extension has SECURITY DEFINER functions (rl_zone_set, rl_zone_drop, ratelimit.counters() among them)');
 SELECT is_empty($$SELECT schema, signature, config FROM pg_temp.rl_functions()
@@ -245,7 +245,7 @@ SELECT cmp_ok((SELECT count(*) FROM audit_calls WHERE kind <> 'has_function_priv
 SELECT set_has($$SELECT signature, expected FROM audit_calls$$,
                $$VALUES ('rl_limit(text, text, integer)', '42501'), ('rl_limit(text[], text, integer)', '42501'),
                         ('rl_refund(text, text, integer)', '42501'), ('rl_grant(regrole, text)', '42501'),
-                        ('rl_zone_set(text, text, numeric, interval, bigint, text, boolean, text, boolean, boolean)', '42501'),
+                        ('rl_zone_set(text, text, numeric, interval, bigint, text, boolean, text, boolean, boolean, boolean)', '42501'),
                         ('rl_http_guard(text, text, integer, text, integer)', '42501'),
                         ('rl_http_guard_limit(text, text, jsonb, integer, text, integer)', '42501'),
                         ('rl_gc(text, interval)', '42501'),

@@ -320,7 +320,7 @@ SELECT is(pg_temp.granted('rl_pgtap_cron_user'), 'f,f,f,f,f,f,f',
           'an ordinary role holds nothing on the state, the zones or the refill');
 SELECT ok(NOT has_function_privilege('rl_pgtap_cron_user', 'rl_limit(text, text, integer)', 'EXECUTE'),
           'without a grant, an ordinary role may not execute rl_limit');
-SELECT ok(NOT has_function_privilege('rl_pgtap_cron_user', 'rl_zone_set(text, text, numeric, interval, bigint, text, boolean, text, boolean, boolean)', 'EXECUTE'),
+SELECT ok(NOT has_function_privilege('rl_pgtap_cron_user', 'rl_zone_set(text, text, numeric, interval, bigint, text, boolean, text, boolean, boolean, boolean)', 'EXECUTE'),
           'an ordinary role may not execute rl_zone_set');
 
 UPDATE ratelimit.zone SET refill_tick = '6 seconds' WHERE zone = 'pc_cron';

@@ -45,7 +45,7 @@ CREATE ROLE rl_sec_attacker NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE;
 -- is no superuser: none of it may run its code with the extension owner's
 -- rights.
 GRANT EXECUTE ON FUNCTION
-    rl_zone_set(text, text, numeric, interval, bigint, text, boolean, text, boolean, boolean),
+    rl_zone_set(text, text, numeric, interval, bigint, text, boolean, text, boolean, boolean, boolean),
     rl_zone_drop(text, boolean), rl_reset(text, text), rl_gc(text, interval),
     rl_cron_enable(text, name), rl_cron_disable(text), rl_cron_refill(text)
     TO rl_sec_attacker;
@@ -243,7 +243,7 @@ SELECT results_eq(
           'rl_cron_enable(text,name)',
           'rl_cron_refill(text)',
           'rl_zone_drop(text,boolean)',
-          'rl_zone_set(text,text,numeric,interval,bigint,text,boolean,text,boolean,boolean)'],
+          'rl_zone_set(text,text,numeric,interval,bigint,text,boolean,text,boolean,boolean,boolean)'],
     'the SECURITY DEFINER functions of the extension are exactly the ten this file attacks');
 -- The owner is the one role that runs rl_grant and rl_revoke, with its own
 -- rights: they, and the helpers they call, pin search_path as well.
@@ -368,7 +368,7 @@ SELECT results_eq(
           'rl_revoke(regrole,text)',
           'rl_wait(text,text,integer,interval)',
           'rl_zone_drop(text,boolean)',
-          'rl_zone_set(text,text,numeric,interval,bigint,text,boolean,text,boolean,boolean)'],
+          'rl_zone_set(text,text,numeric,interval,bigint,text,boolean,text,boolean,boolean,boolean)'],
     'and none of the admin functions, nor rl_refund and rl_wait (sets of their own), nor rl_grant and rl_revoke');
 -- A role that has USAGE on schema ratelimit (the refill job's role does)
 -- must find nothing there to call.

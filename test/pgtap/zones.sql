@@ -73,7 +73,7 @@ WHERE e.extname = 'ratelimit' \gset
 
 CREATE ROLE rl_pgtap_zone_attacker NOLOGIN;
 CREATE SCHEMA rl_pgtap_zevil AUTHORIZATION rl_pgtap_zone_attacker;
-GRANT EXECUTE ON FUNCTION rl_zone_set(text, text, numeric, interval, bigint, text, boolean, text, boolean, boolean),
+GRANT EXECUTE ON FUNCTION rl_zone_set(text, text, numeric, interval, bigint, text, boolean, text, boolean, boolean, boolean),
     rl_zone_drop(text, boolean) TO rl_pgtap_zone_attacker;
 SELECT rl_grant('rl_pgtap_zone_attacker');
 
@@ -545,7 +545,7 @@ SELECT is((SELECT remaining FROM rl_gcra('seed', 15, 30, 60, 0)), 15::bigint,
 -------------------------------------------------------------------------
 CREATE ROLE rl_pgtap_zone_user NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE;
 
-SELECT function_privs_are('rl_zone_set', ARRAY['text', 'text', 'numeric', 'interval', 'bigint', 'text', 'boolean', 'text', 'boolean', 'boolean'],
+SELECT function_privs_are('rl_zone_set', ARRAY['text', 'text', 'numeric', 'interval', 'bigint', 'text', 'boolean', 'text', 'boolean', 'boolean', 'boolean'],
                           'rl_pgtap_zone_user', ARRAY[]::text[], 'an ordinary role may not execute rl_zone_set');
 SELECT function_privs_are('rl_zone_drop', ARRAY['text', 'boolean'],
                           'rl_pgtap_zone_user', ARRAY[]::text[], 'an ordinary role may not execute rl_zone_drop');
@@ -657,7 +657,7 @@ SELECT function_privs_are('rl_gcra', ARRAY['text', 'integer', 'integer', 'double
                           'rl_pgtap_zone_user', ARRAY['EXECUTE'], 'with rl_grant, an ordinary role may execute rl_gcra');
 SELECT table_privs_are('rl_zones', 'rl_pgtap_zone_user', ARRAY['SELECT'],
                        'with rl_grant(..., ''monitor''), an ordinary role may only SELECT from rl_zones');
-SELECT function_privs_are('rl_zone_set', ARRAY['text', 'text', 'numeric', 'interval', 'bigint', 'text', 'boolean', 'text', 'boolean', 'boolean'],
+SELECT function_privs_are('rl_zone_set', ARRAY['text', 'text', 'numeric', 'interval', 'bigint', 'text', 'boolean', 'text', 'boolean', 'boolean', 'boolean'],
                           'rl_pgtap_zone_user', ARRAY[]::text[], 'rl_grant gives no zone management: still no rl_zone_set');
 SET ROLE rl_pgtap_zone_user;
 
@@ -734,7 +734,7 @@ REVOKE USAGE ON SCHEMA ratelimit FROM rl_pgtap_zone_user;
 
 -- A role granted EXECUTE on rl_zone_set (and rl_zone_drop, rl_reset) manages
 -- zones: the functions are SECURITY DEFINER, the tables stay closed to it.
-GRANT EXECUTE ON FUNCTION rl_zone_set(text, text, numeric, interval, bigint, text, boolean, text, boolean, boolean)
+GRANT EXECUTE ON FUNCTION rl_zone_set(text, text, numeric, interval, bigint, text, boolean, text, boolean, boolean, boolean)
     TO rl_pgtap_zone_user;
 SET ROLE rl_pgtap_zone_user;
 SELECT lives_ok($$SELECT rl_zone_set('u_zone', 'fixed_window', 2, '1 minute', history => true)$$,
