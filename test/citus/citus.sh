@@ -168,6 +168,11 @@ table_kind() {
 check "(r) ratelimit.state is distributed by key" "distributed by key" "$(table_kind ratelimit.state)"
 check "(r) ratelimit.zone is a reference table" reference "$(table_kind ratelimit.zone)"
 check "(r) ratelimit.history is distributed by key" "distributed by key" "$(table_kind ratelimit.history)"
+if [ "$(C "SELECT to_regclass('ratelimit.durable_state') IS NOT NULL")" = t ]; then
+	check "(r) ratelimit.durable_state is distributed by key, colocated with the state" "distributed by key|true" \
+		"$(table_kind ratelimit.durable_state)|$(C "SELECT d.colocationid = s.colocationid FROM pg_dist_partition d, pg_dist_partition s
+		   WHERE d.logicalrelid = 'ratelimit.durable_state'::regclass AND s.logicalrelid = 'ratelimit.state'::regclass")"
+fi
 check "(r) rl_limit(text, text, int) is distributed by its key, colocated with the state" "1|true" \
 	"$(C "SELECT o.distribution_argument_index || '|' || (o.colocationid = p.colocationid)
 	      FROM pg_dist_object o, pg_dist_partition p
