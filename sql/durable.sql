@@ -26,6 +26,10 @@ SELECT (SELECT array_agg(attname || ':' || format_type(atttypid, atttypmod) ORDE
         FROM pg_attribute WHERE attrelid = 'ratelimit.durable_state'::regclass AND attnum > 0) AS same_columns;
 SELECT indexrelid::regclass, indisprimary, pg_get_expr(indpred, indrelid) AS partial
 FROM pg_index WHERE indrelid = 'ratelimit.durable_state'::regclass ORDER BY 1;
+-- pg_dump keeps the durable state (a configuration table of the
+-- extension), and not the unlogged one.
+SELECT c::regclass AS dumped_with_data FROM pg_extension e, unnest(e.extconfig) c
+WHERE e.extname = 'ratelimit' ORDER BY c::regclass::text;
 
 -- A durable zone of each algorithm: the same decisions as an unlogged twin,
 -- the rows in durable_state only.

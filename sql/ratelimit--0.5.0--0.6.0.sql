@@ -12,6 +12,9 @@ END
 $do$;
 COMMENT ON TABLE ratelimit.durable_state IS
     'Rate-limit state of the zones with durable => true (logged: kept across a crash, replicated), as in ratelimit.state';
+-- Unlike the UNLOGGED state, pg_dump keeps it: a quota survives a dump and
+-- restore as it survives a crash (the zones and their ids come along).
+SELECT pg_catalog.pg_extension_config_dump('ratelimit.durable_state', '');
 ALTER TABLE ratelimit.zone
     ADD COLUMN durable boolean NOT NULL DEFAULT false CHECK (NOT durable OR store = 'table');
 
