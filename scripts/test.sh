@@ -84,6 +84,11 @@
 #   leases      test/fault/leases.sh a lease's session terminated or ended,
 #                                    restarts and a crash; a killed waiter
 #                                    does not hold up its line (own cluster)
+#   failover    test/fault/failover.sh  a standby from pg_basebackup -R
+#                                    refuses table decisions, decides shmem
+#                                    per node; promoted, durable keys go on
+#                                    exactly, unlogged ones start full; a
+#                                    dump keeps durable keys (own clusters)
 #   multi-zone  test/load/multi_zone.sh  pgbench on rl_limit(zones[]): none
 #                                    charged when one refuses, no deadlock;
 #                                    both stores, mixed (own cluster)
@@ -385,6 +390,8 @@ echo "---- rl_wait and leases under load, both stores (once)"
 run_tap_script "load, wait and leases" "$RESULTS/load-wait.log" bash test/load/wait.sh 8 5
 echo "---- leases and rl_wait lines across session ends, restarts, a crash (once, own cluster)"
 run_tap_script "fault (leases)" "$RESULTS/fault-leases.log" bash test/fault/leases.sh
+echo "---- a streaming standby, its promotion, a dump and restore (once, own clusters)"
+run_tap_script "fault (failover)" "$RESULTS/fault-failover.log" bash test/fault/failover.sh
 echo "---- Citus: coordinator + 2 workers, the README recipe (once, own clusters; skipped without Citus)"
 run_tap_script "citus" "$RESULTS/citus.log" bash test/citus/citus.sh
 echo "---- the README's SQL examples, as written (once, own cluster)"
