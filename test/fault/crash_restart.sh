@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Fault test: clean restarts keep the unlogged state; a crash (immediate
-# stop) empties it (fail-open, documented) and the server keeps answering;
-# a backend killed with SIGKILL mid-call takes the server through crash
-# recovery and it answers again.  Runs against the cluster described by
+# stop) empties it (fail-open, documented) and the server keeps answering,
+# while durable zones (logged state) refuse their drained keys exactly as
+# before; a backend killed with SIGKILL mid-call takes the server through
+# crash recovery and it answers again, a durable zone keeping what
+# committed before the kill and nothing of the killed transaction.  Runs against the cluster described by
 # RL_PGDATA/PGHOST/PGPORT (scripts/lib.sh); prints "ok"/"not ok" lines.
 set -uo pipefail
 source "$(dirname "$0")/../../scripts/lib.sh"
@@ -21,6 +23,19 @@ rl_psql -d rl_fault -c 'CREATE EXTENSION ratelimit' >/dev/null
 
 rl_check "take 4 of 10 tokens" 6 "$(q "SELECT rl_token_bucket('crash', 1, 10, 4)")"
 
+# Durable zones (logged state) beside an unlogged one, keys drained: 3
+# admitted of 5 calls each.
+q "SELECT rl_zone_set('crash_' || a, a, 3, '1 day', durable => true)
+   FROM unnest(ARRAY['token_bucket', 'fixed_window', 'sliding_window', 'gcra']) a" >/dev/null
+q "SELECT rl_zone_set('crash_unlogged', 'fixed_window', 3, '1 day')" >/dev/null
+DURABLE_ZONES="'crash_token_bucket', 'crash_fixed_window', 'crash_sliding_window', 'crash_gcra'"
+admitted_of_5() {	# ZONES KEY: per zone, how many of 5 calls are admitted
+	q "SELECT string_agg((SELECT count(*) FROM generate_series(1, 5) WHERE (rl_limit(z, '$2')).allowed)::text,
+	                     ' ' ORDER BY z) FROM unnest(ARRAY[$1]) z"
+}
+rl_check "durable zones: 3 of 5 admitted on a drained key, then an unlogged zone" "3 3 3 3 3" \
+	"$(admitted_of_5 "$DURABLE_ZONES, 'crash_unlogged'" drained)"
+
 rl_cluster_ctl restart -m fast -w -l "$RL_CLUSTER_DIR/server.log" >/dev/null
 rl_check "state survives a clean restart" 6 "$(q "SELECT rl_token_bucket('crash', 1, 10, 0)")"
 
@@ -29,6 +44,10 @@ rl_cluster_ctl start -w -l "$RL_CLUSTER_DIR/server.log" >/dev/null
 wait_ready
 rl_check "unlogged state is empty after a crash (fail-open)" 0 "$(q "SELECT count(*) FROM ratelimit.token_bucket")"
 rl_check "a key starts full again after a crash" 10 "$(q "SELECT rl_token_bucket('crash', 1, 10, 0)")"
+rl_check "durable zones after a crash: the drained keys refuse exactly as before (0 of 5 each)" "0 0 0 0" \
+	"$(admitted_of_5 "$DURABLE_ZONES" drained)"
+rl_check "an unlogged zone after a crash: its drained key starts full (3 of 5)" 3 \
+	"$(admitted_of_5 "'crash_unlogged'" drained)"
 
 # Kill a backend in the middle of a long bulk call on one key, once its
 # calls have written state (generate_series in a subquery's target list
@@ -47,6 +66,21 @@ done
 rl_check "server answers after a backend was killed" yes "$ready"
 rl_check "decisions work after recovery" 9 "$(q "SELECT rl_token_bucket('after-kill', 1, 10)")"
 rl_check "bulk call's key was never committed" 0 "$(q "SELECT count(*) FROM ratelimit.token_bucket WHERE id = 'killed'")"
+
+# The same kill in a durable zone: what committed before it stays (crash
+# recovery replays it), the killed transaction's decisions do not.
+q "SELECT rl_zone_set('crash_killed', 'token_bucket', 1000000, '1 second', burst => 100000000, durable => true)" >/dev/null
+rl_check "durable zone: 5 calls committed before the kill" 5 \
+	"$(q "SELECT count(*) FILTER (WHERE (rl_limit('crash_killed', 'k')).allowed) FROM generate_series(1, 5)")"
+q "SELECT pg_sleep(0) FROM (SELECT rl_limit('crash_killed', 'k') FROM (SELECT generate_series(1, 50000000)) g) s" >/dev/null 2>&1 &
+bulk=$!
+pid=$(rl_kill_busy_backend rl_fault crash_killed)
+wait "$bulk" 2>/dev/null
+rl_check "killed the busy backend in the middle of its durable calls" yes "$([ -n "$pid" ] && echo yes || echo no)"
+rl_check "server answers after the kill" yes "$(rl_wait_answering rl_fault)"
+rl_check "durable zone after the kill: the committed decisions are kept, the killed transaction's are not" \
+	"99999995" "$(q "SELECT remaining + 1 FROM rl_peek('crash_killed', 'k')")"
+rl_check "durable zones after the kill: the drained keys still refuse" "0 0 0 0" "$(admitted_of_5 "$DURABLE_ZONES" drained)"
 
 # A cancelled call (statement_timeout) leaves consistent state.
 q "SELECT rl_token_bucket('timeout', 1, 10, 2)" >/dev/null
