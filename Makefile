@@ -27,6 +27,7 @@ OBJS = \
 	src/store/shmem_eviction.o \
 	src/store/shmem_file.o \
 	src/store/shmem_leases.o \
+	src/store/shmem_save.o \
 	src/store/shmem_scan.o \
 	src/store/shmem_sets.o \
 	src/store/shmem_store.o \

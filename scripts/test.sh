@@ -84,6 +84,10 @@
 #   leases      test/fault/leases.sh a lease's session terminated or ended,
 #                                    restarts and a crash; a killed waiter
 #                                    does not hold up its line (own cluster)
+#   shmem save  test/fault/shmem_save.sh  the save worker: drained shmem
+#                                    keys survive an immediate stop and a
+#                                    SIGKILL; at most an interval is lost;
+#                                    interval 0; damaged files (own cluster)
 #   failover    test/fault/failover.sh  a standby from pg_basebackup -R
 #                                    refuses table decisions, decides shmem
 #                                    per node; promoted, durable keys go on
@@ -378,6 +382,7 @@ run_tap_script "load (shmem)" "$RESULTS/load-shmem.log" \
 	env PGOPTIONS="-c ratelimit.default_store=shmem" NEW_KEYS=1 bash test/load/concurrency.sh 2 3
 run_tap_script "fault (shmem)" "$RESULTS/fault-shmem.log" bash test/fault/shmem.sh
 run_tap_script "fault (shmem flood)" "$RESULTS/fault-shmem-flood.log" bash test/fault/shmem_flood.sh
+run_tap_script "fault (shmem save)" "$RESULTS/fault-shmem-save.log" bash test/fault/shmem_save.sh
 echo "---- faults in the middle of calls (once)"
 run_tap_script "fault (audit)" "$RESULTS/fault-audit.log" bash test/fault/audit.sh
 echo "---- pg_cron refill mode, end to end (once)"

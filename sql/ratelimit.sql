@@ -857,6 +857,18 @@ LANGUAGE C VOLATILE STRICT;
 -- theoretical arrival time for gcra).  SECURITY DEFINER: a reader granted
 -- SELECT on rl_keys and EXECUTE on this function needs no access to the
 -- state table.
+-- The shmem store's save worker (ratelimit.shmem_save_interval, in ms):
+-- when it last wrote the store's file, how many keys and bytes, how long it
+-- took (copying, writing, syncing, renaming), and how many saves since the
+-- server started (a round with nothing changed writes none).  No row when
+-- ratelimit is not preloaded; NULLs before the first save.  Admins only.
+CREATE FUNCTION ratelimit.shmem_save_status(
+    OUT save_interval_ms int, OUT saved_at timestamptz, OUT keys bigint, OUT bytes bigint,
+    OUT save_ms float8, OUT saves bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'rl_shmem_save_status'
+LANGUAGE C VOLATILE;
+
 CREATE FUNCTION ratelimit.state_is_distributed() RETURNS boolean
 AS 'MODULE_PATHNAME', 'rl_state_is_distributed'
 LANGUAGE C STABLE;

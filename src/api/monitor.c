@@ -3,7 +3,8 @@
  * (ratelimit.shmem_keys()), rl_counters' counts (ratelimit.shmem_counters())
  * and whether they must gather every Citus node's
  * (ratelimit.state_is_distributed()); and, for the owner, where the shmem
- * store places a key (ratelimit.shmem_placement()).
+ * store places a key (ratelimit.shmem_placement()) and its last save
+ * (ratelimit.shmem_save_status()).
  */
 #include "postgres.h"
 
@@ -13,6 +14,7 @@
 
 #include "base/clock.h"
 #include "base/counters.h"
+#include "store/shmem_save.h"
 #include "store/shmem_store.h"
 #include "store/state_table.h"
 
@@ -20,6 +22,7 @@ PG_FUNCTION_INFO_V1(rl_shmem_keys);
 PG_FUNCTION_INFO_V1(rl_shmem_counters);
 PG_FUNCTION_INFO_V1(rl_state_is_distributed);
 PG_FUNCTION_INFO_V1(rl_shmem_placement);
+PG_FUNCTION_INFO_V1(rl_shmem_save_status);
 
 typedef struct KeysScan
 {
@@ -117,4 +120,30 @@ Datum
 rl_shmem_placement(PG_FUNCTION_ARGS)
 {
 	PG_RETURN_INT32(RlShmemPlacement(PG_GETARG_INT32(0), PG_GETARG_TEXT_PP(1)));
+}
+
+/*
+ * ratelimit.shmem_save_status(): the save worker's last save (no row when
+ * ratelimit is not preloaded; NULLs before the first save).
+ */
+Datum
+rl_shmem_save_status(PG_FUNCTION_ARGS)
+{
+	RlShmemSaveStatus status;
+	Datum		values[6];
+	bool		nulls[6] = {false, false, false, false, false, false};
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (!RlShmemSaveStatusGet(&status))
+		PG_RETURN_VOID();
+	values[0] = Int32GetDatum(rl_shmem_save_interval);
+	values[1] = TimestampTzGetDatum(status.saved_at);
+	values[2] = Int64GetDatum(status.keys);
+	values[3] = Int64GetDatum(status.bytes);
+	values[4] = Float8GetDatum(status.micros / 1000.0);
+	values[5] = Int64GetDatum(status.saves);
+	nulls[1] = nulls[2] = nulls[3] = nulls[4] = (status.saved_at == 0);
+	tuplestore_putvalues(((ReturnSetInfo *) fcinfo->resultinfo)->setResult,
+						 ((ReturnSetInfo *) fcinfo->resultinfo)->setDesc, values, nulls);
+	PG_RETURN_VOID();
 }

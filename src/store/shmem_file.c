@@ -1,9 +1,11 @@
 /*
  * shmem_file.c -- the shmem store's shared memory at server start, and its
- * state across a clean restart: clean shutdown writes the table to
- * RL_SHMEM_FILE (through a .tmp file and durable_rename); the next start
- * loads it once and removes it.  After a crash or an immediate shutdown
- * there is no file: the state starts empty, as nothing vouches for it.
+ * file: a clean shutdown writes the table to RL_SHMEM_FILE (through a .tmp
+ * file and durable_rename), and so does the save worker every
+ * ratelimit.shmem_save_interval (shmem_save.c), from copies of the sets.
+ * A start, or the restart after a crash, loads the last file written.  With
+ * the interval 0 (no worker saves) the file is removed once loaded: after a
+ * crash the state starts empty, as nothing vouches for it.
  */
 #include "postgres.h"
 
@@ -20,6 +22,7 @@
 #include "base/counters.h"
 #include "store/shmem_layout.h"
 #include "store/shmem_file.h"
+#include "store/shmem_save.h"
 
 #define RL_SHMEM_FILE "pg_stat/ratelimit_shmem.state"
 #define RL_SHMEM_FILE_MAGIC 0x524C5348	/* "RLSH" */
@@ -34,13 +37,65 @@ typedef struct ShmemFileHeader
 	RlKeySecret secret;			/* the keys' hashes are keyed by it: it comes back with them */
 } ShmemFileHeader;
 
+bool
+RlShmemFileBegin(RlShmemFileWriter *writer, uint64 count)
+{
+	ShmemFileHeader header = {RL_SHMEM_FILE_MAGIC, RL_SHMEM_FILE_VERSION, sizeof(ShmemEntry), count};
+
+	RlKeySecretGet(&header.secret);
+	snprintf(writer->tmp, sizeof(writer->tmp), "%s.tmp", RL_SHMEM_FILE);
+	writer->bytes = 0;
+	writer->failed = false;
+	writer->file = AllocateFile(writer->tmp, PG_BINARY_W);
+	if (writer->file == NULL)
+	{
+		writer->failed = true;
+		return RlShmemFileFinish(writer);
+	}
+	RlShmemFileAdd(writer, &header, sizeof(header));
+	return !writer->failed;
+}
+
+void
+RlShmemFileAdd(RlShmemFileWriter *writer, const void *data, size_t bytes)
+{
+	if (writer->failed || bytes == 0)
+		return;
+	if (fwrite(data, bytes, 1, writer->file) != 1)
+		writer->failed = true;
+	writer->bytes += bytes;
+}
+
+bool
+RlShmemFileFinish(RlShmemFileWriter *writer)
+{
+	if (writer->file != NULL && FreeFile(writer->file) != 0)
+		writer->failed = true;
+	writer->file = NULL;
+	if (!writer->failed && durable_rename(writer->tmp, RL_SHMEM_FILE, LOG) == 0)
+		return true;
+	if (writer->failed)
+		ereport(LOG,
+				(errcode_for_file_access(),
+				 errmsg("could not write ratelimit shmem state file \"%s\": %m", writer->tmp)));
+	unlink(writer->tmp);
+	return false;
+}
+
+void
+RlShmemFileRemove(void)
+{
+	if (unlink(RL_SHMEM_FILE) != 0 && errno != ENOENT)
+		ereport(LOG,
+				(errcode_for_file_access(),
+				 errmsg("could not remove ratelimit shmem state file \"%s\": %m", RL_SHMEM_FILE)));
+}
+
 static void
 SaveState(int code, Datum arg)
 {
-	char		tmp[MAXPGPATH];
-	FILE	   *file;
-	ShmemFileHeader header = {RL_SHMEM_FILE_MAGIC, RL_SHMEM_FILE_VERSION, sizeof(ShmemEntry), 0};
-
+	RlShmemFileWriter writer;
+	uint64		count = 0;
 	ControlFileData *control;
 	bool		crc_ok;
 	uint64		shape;
@@ -58,47 +113,27 @@ SaveState(int code, Datum arg)
 	if (!crc_ok || (control->state != DB_SHUTDOWNED &&
 					control->state != DB_SHUTDOWNED_IN_RECOVERY))
 		return;
-	snprintf(tmp, sizeof(tmp), "%s.tmp", RL_SHMEM_FILE);
-	file = AllocateFile(tmp, PG_BINARY_W);
-	if (file == NULL)
-		goto error;
 	/* The postmaster, alone now: no lock. */
 	shape = pg_atomic_read_u64(&rl_shmem->shape);
 	for (uint32 s = NextSetInUse(0, shape); s < rl_shmem->nsets; s = NextSetInUse(s + 1, shape))
 	{
-		header.count += RlSetKeys(SetAt(s));
+		count += RlSetKeys(SetAt(s));
 		for (WayRef ref = rl_overflow_heads[s]; ref != 0; ref = ForeignEntry(ref)->overflow_next)
-			header.count++;
+			count++;
 	}
-	RlKeySecretGet(&header.secret);
-	if (fwrite(&header, sizeof(header), 1, file) != 1)
-		goto error;
+	if (!RlShmemFileBegin(&writer, count))
+		return;
 	for (uint32 s = NextSetInUse(0, shape); s < rl_shmem->nsets; s = NextSetInUse(s + 1, shape))
 	{
 		ShmemSet   *set = SetAt(s);
 
 		for (int i = 0; i < RL_SHMEM_WAYS; i++)
-			if (NativeTag(set->tags[i]) && fwrite(&set->entries[i], sizeof(ShmemEntry), 1, file) != 1)
-				goto error;
+			if (NativeTag(set->tags[i]))
+				RlShmemFileAdd(&writer, &set->entries[i], sizeof(ShmemEntry));
 		for (WayRef ref = rl_overflow_heads[s]; ref != 0; ref = ForeignEntry(ref)->overflow_next)
-			if (fwrite(ForeignEntry(ref), sizeof(ShmemEntry), 1, file) != 1)
-				goto error;
+			RlShmemFileAdd(&writer, ForeignEntry(ref), sizeof(ShmemEntry));
 	}
-	if (FreeFile(file) != 0)
-	{
-		file = NULL;
-		goto error;
-	}
-	(void) durable_rename(tmp, RL_SHMEM_FILE, LOG);
-	return;
-
-error:
-	ereport(LOG,
-			(errcode_for_file_access(),
-			 errmsg("could not write ratelimit shmem state file \"%s\": %m", tmp)));
-	if (file != NULL)
-		FreeFile(file);
-	unlink(tmp);
+	(void) RlShmemFileFinish(&writer);
 }
 
 static void
@@ -173,16 +208,23 @@ LoadState(void)
 				 dropped > 0 ? errdetail(UINT64_FORMAT " keys did not fit and were dropped.", dropped) : 0));
 	}
 	FreeFile(file);
-	/* Loaded once: a crash later must not bring this state back. */
-	unlink(RL_SHMEM_FILE);
+
+	/*
+	 * Without saves, loaded once: a crash later must not bring this state
+	 * back.  With them, it stays the state to go back to until the first
+	 * save replaces it.
+	 */
+	if (rl_shmem_save_interval == 0)
+		unlink(RL_SHMEM_FILE);
 }
 
 void
 RlShmemStoreRequest(void)
 {
-	RequestAddinShmemSpace(add_size(add_size(add_size(sizeof(ShmemHeader), RlSetsSize()),
-											 RlEarlyBitsSize()),
-									RlOverflowHeadsSize()));
+	RequestAddinShmemSpace(add_size(add_size(add_size(add_size(sizeof(ShmemHeader), RlSetsSize()),
+													  RlEarlyBitsSize()),
+											 RlOverflowHeadsSize()),
+									RlEarlyBitsSize()));	/* rl_sets_changed: a bit per set too */
 	RequestNamedLWLockTranche("ratelimit", 1);
 }
 
@@ -198,6 +240,7 @@ RlShmemStoreStartup(void)
 	sets = ShmemInitStruct("ratelimit shmem store sets", RlSetsSize(), &found_sets);
 	rl_split_early = ShmemInitStruct("ratelimit shmem store early splits", RlEarlyBitsSize(), &found_sets);
 	rl_overflow_heads = ShmemInitStruct("ratelimit shmem store overflow chains", RlOverflowHeadsSize(), &found_sets);
+	rl_sets_changed = ShmemInitStruct("ratelimit shmem store changed sets", RlEarlyBitsSize(), &found_sets);
 	rl_shmem_sets = (ShmemSet *) TYPEALIGN(RL_CACHE_LINE, sets);
 	rl_grow_lock = &GetNamedLWLockTranche("ratelimit")[0].lock;
 	if (!found)
@@ -209,9 +252,17 @@ RlShmemStoreStartup(void)
 		pg_atomic_init_u32(&rl_shmem->overflow_cursor, 0);
 		pg_atomic_init_u64(&rl_shmem->full_at, 0);
 		pg_atomic_init_u64(&rl_shmem->last_full_warning, 0);
+		pg_atomic_init_u64(&rl_shmem->saved_at, 0);
+		pg_atomic_init_u64(&rl_shmem->saved_keys, 0);
+		pg_atomic_init_u64(&rl_shmem->saved_bytes, 0);
+		pg_atomic_init_u64(&rl_shmem->save_micros, 0);
+		pg_atomic_init_u64(&rl_shmem->saves, 0);
 		memset(rl_overflow_heads, 0, RlOverflowHeadsSize());
 		for (uint32 w = 0; w < (rl_shmem->nsets + 63) / 64; w++)
+		{
 			pg_atomic_init_u64(&rl_split_early[w], 0);
+			pg_atomic_init_u64(&rl_sets_changed[w], 0);
+		}
 		/* The others are set up when put in use: their pages stay untouched till then. */
 		for (uint32 s = 0; s < rl_shmem->base; s++)
 			RlInitSet(NewSetAt(s));
@@ -237,4 +288,5 @@ RlShmemStoreInit(void)
 							&rl_shmem_max_keys,
 							100000, RL_SHMEM_WAYS, 100000000,
 							PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	RlShmemSaveInit();
 }

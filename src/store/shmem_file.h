@@ -11,4 +11,25 @@ extern void RlShmemStoreInit(void);
 extern void RlShmemStoreRequest(void);
 extern void RlShmemStoreStartup(void);
 
+/*
+ * Writing the store's file: Begin (the header, for count entries), Add
+ * (each entry), Finish (close, then durable_rename over the last file).
+ * Each returns or records failure; Finish LOGs it and leaves the last file
+ * as it was.
+ */
+typedef struct RlShmemFileWriter
+{
+	FILE	   *file;
+	char		tmp[MAXPGPATH];
+	uint64		bytes;
+	bool		failed;
+} RlShmemFileWriter;
+
+extern bool RlShmemFileBegin(RlShmemFileWriter *writer, uint64 count);
+extern void RlShmemFileAdd(RlShmemFileWriter *writer, const void *data, size_t bytes);
+extern bool RlShmemFileFinish(RlShmemFileWriter *writer);
+
+/* Removes the file (when saves are turned off). */
+extern void RlShmemFileRemove(void);
+
 #endif							/* RL_SHMEM_FILE_H */

@@ -183,6 +183,12 @@ typedef struct ShmemHeader
 	pg_atomic_uint32 overflow_cursor;	/* where the next search for a way to lend starts */
 	pg_atomic_uint64 full_at;	/* decision time a search found no way to lend; 0: none since a way was freed */
 	pg_atomic_uint64 last_full_warning;	/* TimestampTz of the last "store is full" WARNING */
+	/* the save worker's last save (shmem_save.c), for ratelimit.shmem_save_status() */
+	pg_atomic_uint64 saved_at;	/* TimestampTz; 0: none since the server started */
+	pg_atomic_uint64 saved_keys;
+	pg_atomic_uint64 saved_bytes;
+	pg_atomic_uint64 save_micros;	/* copying, writing, syncing and renaming */
+	pg_atomic_uint64 saves;		/* since the server started; a round with no change writes none */
 } ShmemHeader;
 
 
@@ -193,6 +199,8 @@ extern ShmemSet *rl_shmem_sets;	/* cache-line aligned */
 extern LWLock *rl_grow_lock;	/* exclusive: a split; shared: a scan of all sets */
 /* A bit per set of the current round: split ahead of its turn (it was full). */
 extern pg_atomic_uint64 *rl_split_early;
+/* A bit per set: changed since the save worker last copied it (shmem_save.c). */
+extern pg_atomic_uint64 *rl_sets_changed;
 /* Per set: the first way of its overflow chain (WayRef), under the set's lock. */
 extern WayRef *rl_overflow_heads;
 
@@ -396,11 +404,27 @@ FinalSetIndexOf(uint32 hash_high)
 }
 
 /*
- * The key's set, locked, starting from index, the set the key was last
- * found to belong to.  Its place is worked out again under the lock: a
- * split that moved the key elsewhere published the shape (or the early
- * bit) that says so before releasing this set, and a later split of this
- * set must wait for the lock.
+ * Set index is being changed (its lock is held): the save worker copies it
+ * again.  Read first: the bit is mostly set already, and a read of a shared
+ * line costs less than a write to it.
+ */
+static inline void
+MarkSetChanged(uint32 index)
+{
+	pg_atomic_uint64 *word = &rl_sets_changed[index / 64];
+	uint64		bit = UINT64CONST(1) << (index % 64);
+
+	if ((pg_atomic_read_u64(word) & bit) == 0)
+		(void) pg_atomic_fetch_or_u64(word, bit);
+}
+
+/*
+ * The key's set, locked and marked changed (the caller may change it),
+ * starting from index, the set the key was last found to belong to.  Its
+ * place is worked out again under the lock: a split that moved the key
+ * elsewhere published the shape (or the early bit) that says so before
+ * releasing this set, and a later split of this set must wait for the
+ * lock.
  */
 static inline ShmemSet *
 LockKeySet(uint32 hash_high, uint32 *index)
@@ -413,7 +437,10 @@ LockKeySet(uint32 hash_high, uint32 *index)
 		SpinLockAcquire(&set->mutex);
 		locked_index = SetIndexOf(hash_high, pg_atomic_read_u64(&rl_shmem->shape));
 		if (locked_index == *index)
+		{
+			MarkSetChanged(locked_index);
 			return set;
+		}
 		SpinLockRelease(&set->mutex);
 		*index = locked_index;
 	}

@@ -14,6 +14,7 @@ ShmemHeader *rl_shmem = NULL;
 ShmemSet   *rl_shmem_sets = NULL;
 LWLock	   *rl_grow_lock = NULL;
 pg_atomic_uint64 *rl_split_early = NULL;
+pg_atomic_uint64 *rl_sets_changed = NULL;
 WayRef	   *rl_overflow_heads = NULL;
 
 /*
@@ -198,6 +199,8 @@ MoveSplitKeys(uint32 index, uint32 level, void (*publish) (uint32 index, uint32 
 	rl_overflow_heads[index + (rl_shmem->base << level)] = 0;
 	SpinLockAcquire(&from->mutex);
 	SpinLockAcquire(&to->mutex);
+	MarkSetChanged(index);
+	MarkSetChanged(index + (rl_shmem->base << level));
 	for (int i = 0; i < RL_SHMEM_WAYS; i++)
 	{
 		int			way;
@@ -437,6 +440,8 @@ RlReserveForeignWay(uint32 home, TimestampTz now, RlEvicted *evicted)
 			if (index == home || (!evict && !SetHasFreeWay(set)))
 				continue;
 			SpinLockAcquire(&set->mutex);
+			if (evict)
+				MarkSetChanged(index);	/* it may lose a key of its own */
 			way = evict ? EvictIdle(set, now, evicted) : RlFreeWay(set, 1);
 			if (way >= 0)
 			{

@@ -393,7 +393,10 @@ ShmemUpdateTogether(RlStoreCall **calls, void **args, int n, RlDecideFn decide,
 			if (nsets == 0 || sets[nsets - 1] != sets[i])
 				sets[nsets++] = sets[i];
 		for (int j = 0; j < nsets; j++)
+		{
 			SpinLockAcquire(&SetAt(sets[j])->mutex);
+			MarkSetChanged(sets[j]);
+		}
 		shape = pg_atomic_read_u64(&rl_shmem->shape);
 		for (int i = 0; i < n && !lost; i++)
 		{
@@ -553,6 +556,7 @@ VisitZoneEntries(int32 zone_id, const RlZoneLimit *relimit)
 		ShmemSet   *set = SetAt(s);
 
 		SpinLockAcquire(&set->mutex);
+		MarkSetChanged(s);
 		for (int i = 0; i < RL_SHMEM_WAYS; i++)
 		{
 			ShmemEntry *entry = &set->entries[i];

@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# Fault test of the shmem store's save worker (ratelimit.shmem_save_interval)
+# with a real server: a cluster of its own (shmemsave, ratelimit preloaded).
+# Prints TAP lines ("ok N - ..."); exits non-zero when a check failed.
+#   (a) keys drained, a save taken after them, then pg_ctl stop -m immediate
+#       and a start: the drained keys still refuse
+#   (b) the same after a backend killed with SIGKILL (the postmaster's crash
+#       restart reloads the store)
+#   (c) with a long interval, what was decided after the last save is lost
+#       in a crash (and only that): at most one interval of decisions
+#   (d) interval 0: saves only at a clean shutdown; a crash empties the store
+#   (e) a damaged file is ignored (LOG), a truncated one loads what it holds
+# Every decision runs on the test clock (ratelimit.now_override).
+set -uo pipefail
+source "$(dirname "$0")/../../scripts/lib.sh"
+
+DB=rl_shmemsave
+FILE=pg_stat/ratelimit_shmem.state
+n=0 failed=0
+trap 'rl_cluster_stop' EXIT
+
+q() { rl_psql -d "$DB" -tA -c "SET ratelimit.now_override = '2026-01-01 00:00:00+00'" -c "$1" 2>&1; }
+admitted() {	# KEY: how many of 5 calls on zone 'saved' are admitted
+	q "SELECT count(*) FROM generate_series(1, 5) WHERE (rl_limit('saved', '$1')).allowed"
+}
+# saved_since [SINCE]: waits (up to 30 s) for a save that began after
+# SINCE (a timestamptz; default: now); prints yes or no.
+saved_since() {
+	local since=${1:-$(q "SELECT clock_timestamp()")}
+	for _ in $(seq 1 300); do
+		[ "$(q "SELECT saved_at > '$since' FROM ratelimit.shmem_save_status()")" = t ] && { echo yes; return; }
+		sleep 0.1
+	done
+	echo no
+}
+crash_and_start() {	# immediate stop, start; prints yes when it answers
+	rl_cluster_ctl stop -m immediate -w >/dev/null 2>&1
+	rl_cluster_ctl start -w -t 60 -l "$RL_CLUSTER_DIR/server.log" >/dev/null 2>&1
+	rl_wait_answering "$DB"
+}
+set_interval() {
+	rl_psql -d postgres -tA -c "ALTER SYSTEM SET ratelimit.shmem_save_interval = '$1'" -c "SELECT pg_reload_conf()" >/dev/null
+	for _ in $(seq 1 100); do
+		[ "$(q "SELECT save_interval_ms FROM ratelimit.shmem_save_status()")" = "$2" ] && return
+		sleep 0.1
+	done
+}
+
+echo "# shmemsave: the shmem store's save worker across crashes"
+RL_PRELOAD=ratelimit rl_cluster_start shmemsave "fsync = off" >/dev/null
+rl_psql -d postgres -c "CREATE DATABASE $DB" >/dev/null
+q "CREATE EXTENSION ratelimit" >/dev/null
+q "SELECT rl_zone_set('saved', 'fixed_window', 3, '1 day', store => 'shmem')" >/dev/null
+
+rl_check_numbered "ratelimit.shmem_save_interval is 1000 ms by default" 1000 \
+	"$(q "SELECT save_interval_ms FROM ratelimit.shmem_save_status()")"
+
+# (a) An immediate stop after a save.
+rl_check_numbered "(a) key a: 3 of 5 calls admitted" 3 "$(admitted a)"
+rl_check_numbered "(a) a save began after the calls" yes "$(saved_since)"
+rl_check_numbered "(a) the save holds the key" 1 "$(q "SELECT keys FROM ratelimit.shmem_save_status()")"
+rl_check_numbered "(a) pg_ctl stop -m immediate, start: the server answers" yes "$(crash_and_start)"
+rl_check_numbered "(a) the start loaded the saved keys (LOG)" yes \
+	"$(grep -q 'ratelimit: loaded 1 keys of the shmem store' "$RL_CLUSTER_DIR/server.log" && echo yes || echo no)"
+rl_check_numbered "(a) after the crash, key a still refuses (0 of 5)" 0 "$(admitted a)"
+rl_check_numbered "(a) a new key is admitted as before (3 of 5)" 3 "$(admitted a2)"
+
+# (b) A backend killed with SIGKILL: the postmaster restarts every process
+# and sets shared memory up again, loading the last save.
+rl_check_numbered "(b) key b: 3 of 5 calls admitted" 3 "$(admitted b)"
+rl_check_numbered "(b) a save began after the calls" yes "$(saved_since)"
+rl_psql -d "$DB" -tA -c "SELECT pg_sleep(60)" >/dev/null 2>&1 &
+victim=""
+for _ in $(seq 1 100); do
+	victim=$(rl_psql -d postgres -tA -c "SELECT pid FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(60)' AND state = 'active'" | head -1)
+	[ -n "$victim" ] && break
+	sleep 0.1
+done
+[ -n "$victim" ] && rl_as_root kill -9 "$victim"
+wait 2>/dev/null
+rl_check_numbered "(b) a backend killed with SIGKILL" yes "$([ -n "$victim" ] && echo yes || echo no)"
+rl_check_numbered "(b) the server answers after its crash restart" yes "$(rl_wait_answering "$DB")"
+rl_check_numbered "(b) after the crash restart, keys a and b still refuse" "0 0" "$(admitted a) $(admitted b)"
+
+# (c) A long interval: the worker saves once at the change of setting,
+# then not for an hour.  What is decided after that save is lost in a
+# crash, and nothing before it.
+before_change=$(q "SELECT clock_timestamp()")
+set_interval 1h 3600000
+rl_check_numbered "(c) a save began when the interval became 1 h" yes "$(saved_since "$before_change")"
+rl_check_numbered "(c) key c: 3 of 5 calls admitted, after the last save" 3 "$(admitted c)"
+rl_check_numbered "(c) pg_ctl stop -m immediate, start" yes "$(crash_and_start)"
+rl_check_numbered "(c) key c's calls were after the last save: lost, it starts full (3 of 5)" 3 "$(admitted c)"
+rl_check_numbered "(c) keys a and b, saved before, still refuse" "0 0" "$(admitted a) $(admitted b)"
+
+# (d) Interval 0: no file while running; a clean restart keeps the keys
+# (saved at shutdown), a crash empties the store.
+set_interval 0 0
+rl_check_numbered "(d) with interval 0 the file is removed" no \
+	"$([ -e "$RL_PGDATA/$FILE" ] && echo yes || echo no)"
+rl_check_numbered "(d) key d: 3 of 5 calls admitted" 3 "$(admitted d)"
+rl_cluster_ctl restart -m fast -w -t 60 -l "$RL_CLUSTER_DIR/server.log" >/dev/null 2>&1
+rl_check_numbered "(d) a clean restart keeps the keys (saved at shutdown): a, b, d refuse" "0 0 0" \
+	"$(admitted a) $(admitted b) $(admitted d)"
+rl_check_numbered "(d) the file loaded at start is removed (interval 0)" no \
+	"$([ -e "$RL_PGDATA/$FILE" ] && echo yes || echo no)"
+rl_check_numbered "(d) a crash with interval 0" yes "$(crash_and_start)"
+rl_check_numbered "(d) empties the store: key d starts full (3 of 5)" 3 "$(admitted d)"
+
+# (e) Damaged files, at a start with saves on.
+set_interval 1s 1000
+rl_check_numbered "(e) key e: 3 of 5 calls admitted, saved" "3 yes" "$(admitted e) $(saved_since)"
+rl_cluster_ctl stop -m immediate -w >/dev/null 2>&1
+size=$(stat -c %s "$RL_PGDATA/$FILE")
+rl_as_cluster_user truncate -s $((size - 64)) "$RL_PGDATA/$FILE"
+rl_cluster_ctl start -w -t 60 -l "$RL_CLUSTER_DIR/server.log" >/dev/null 2>&1
+rl_check_numbered "(e) a truncated file: the server starts and loads the whole keys it holds" yes \
+	"$(rl_wait_answering "$DB")"
+rl_check_numbered "(e) ... and says how many it loaded (LOG)" yes \
+	"$(tail -20 "$RL_CLUSTER_DIR/server.log" | grep -q 'ratelimit: loaded [0-9]* keys' && echo yes || echo no)"
+rl_cluster_ctl stop -m immediate -w >/dev/null 2>&1
+rl_as_cluster_user dd if=/dev/urandom of="$RL_PGDATA/$FILE" bs=1k count=4 status=none
+rl_cluster_ctl start -w -t 60 -l "$RL_CLUSTER_DIR/server.log" >/dev/null 2>&1
+rl_check_numbered "(e) a file of random bytes: the server starts" yes "$(rl_wait_answering "$DB")"
+rl_check_numbered "(e) ... ignores it, saying so (LOG), and the keys start full" "yes 3" \
+	"$(tail -20 "$RL_CLUSTER_DIR/server.log" | grep -q 'ignoring ratelimit shmem state file' && echo yes || echo no) $(admitted e)"
+
+echo "1..$n"
+echo "shmemsave: $((n - failed)) passed, $failed failed"
+[ "$failed" -eq 0 ]
