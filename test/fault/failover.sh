@@ -10,7 +10,8 @@
 #       25006, saying it is a standby: a durable zone, an unlogged one,
 #       rl_token_bucket; rl_peek of a durable key reads what the primary wrote
 #   (c) a shmem zone decides on the standby, per node: a key drained on the
-#       primary is full there
+#       primary is full there; one the primary had saved before the base
+#       backup is drained there too (the backup copies the store's file)
 #   (d) keys drained on the primary (durable zones of four algorithms, an
 #       unlogged zone), the standby caught up, then promoted: the durable
 #       keys refuse exactly as on the primary (0 admissions in a loop), the
@@ -70,6 +71,16 @@ SELECT rl_zone_set('fo_shmem', 'fixed_window', 3, '1 day', store => 'shmem');
 SELECT rl_zone_set('fo_leases', 'concurrency', 2, '1 hour', durable => true);
 SQL
 
+# A shmem key drained before the base backup, and saved by the primary's
+# save worker: the backup copies the store's file, and the standby starts
+# with it.
+admitted P fo_shmem before-backup 5 >/dev/null
+since=$(P "SELECT clock_timestamp()" | tail -1)
+for _ in $(seq 1 300); do
+	[ "$(P "SELECT saved_at > '$since' FROM ratelimit.shmem_save_status()" | tail -1)" = t ] && break
+	sleep 0.1
+done
+
 # The standby: a base backup with the replication settings (-R), streaming.
 rl_cluster_use failover-standby
 rl_as_root rm -rf "$RL_CLUSTER_DIR"
@@ -119,6 +130,9 @@ rl_check_numbered "(b) on the standby, rl_peek reads a durable key as the primar
 # itself, and the key drained on the primary is full here.
 rl_check_numbered "(c) a shmem zone decides on the standby, per node: the primary's drained key is full" "true|2" \
 	"$(S "SELECT allowed || '|' || remaining FROM rl_limit('fo_shmem', 'drained')" | tail -1)"
+
+rl_check_numbered "(c) the standby started with the shmem state the primary had saved before the backup" 0 \
+	"$(admitted S fo_shmem before-backup 5 | tail -1)"
 
 # (d) The promotion.
 rl_check_numbered "(d) the standby caught up before the promotion" yes "$(caught_up)"
