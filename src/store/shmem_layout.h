@@ -62,9 +62,12 @@
  * Keys up to RL_SHMEM_INLINE_KEY bytes are stored as they are; longer keys
  * are matched by a 128-bit hash of their bytes.
  *
- * Clean shutdown writes the table to RL_SHMEM_FILE (through a .tmp file and
- * durable_rename); the next start loads it once and removes it.  After a
- * crash or an immediate shutdown there is no file: the state starts empty.
+ * The table goes to RL_SHMEM_FILE (through a .tmp file and durable_rename)
+ * at a clean shutdown, and every ratelimit.shmem_save_interval from the save
+ * worker's copies of the sets changed since its last round (shmem_save.c,
+ * which rl_sets_changed tells); a start, or the restart after a crash, loads
+ * the last file.  With the interval 0 a crash leaves no file: the state
+ * starts empty.
  */
 #ifndef RL_SHMEM_LAYOUT_H
 #define RL_SHMEM_LAYOUT_H
