@@ -309,13 +309,14 @@ SELECT results_eq(
                        ('ratelimit.now_override', 'superuser'), ('ratelimit.proxy_header', 'superuser'),
                        ('ratelimit.shmem_full_policy', 'superuser'), ('ratelimit.shmem_max_keys', 'postmaster'),
                        ('ratelimit.shmem_max_lease_keys', 'postmaster'),
+                       ('ratelimit.shmem_save_interval', 'sighup'),
                        ('ratelimit.table_access', 'superuser'), ('ratelimit.trusted_proxies', 'superuser')$$
          ELSE $$VALUES ('ratelimit.default_store', 'superuser'), ('ratelimit.guard_error', 'user'),
                        ('ratelimit.ipv6_prefix', 'superuser'),
                        ('ratelimit.now_override', 'superuser'), ('ratelimit.proxy_header', 'superuser'),
                        ('ratelimit.shmem_full_policy', 'superuser'),
                        ('ratelimit.table_access', 'superuser'), ('ratelimit.trusted_proxies', 'superuser')$$ END,
-    'every ratelimit.* setting but guard_error is superuser-only (or fixed at server start)');
+    'every ratelimit.* setting but guard_error is superuser-only (or set in postgresql.conf: at server start, or at a reload)');
 
 -------------------------------------------------------------------------
 -- 3. As an ordinary role: refused until granted, then what it may do.
