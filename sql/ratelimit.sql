@@ -849,14 +849,6 @@ RETURNS int
 AS 'MODULE_PATHNAME', 'rl_shmem_placement'
 LANGUAGE C VOLATILE STRICT;
 
--- Every key with state, on both stores, and what it has left now.  Zones'
--- keys show what rl_peek shows for cost 0; rl_token_bucket's buckets on the
--- table store their capacity (rate * window, from params) and their tokens
--- as of updated_at; rl_gcra's nothing.  updated_at is the state's own
--- time (the last decision for buckets, the window's start for windows, the
--- theoretical arrival time for gcra).  SECURITY DEFINER: a reader granted
--- SELECT on rl_keys and EXECUTE on this function needs no access to the
--- state table.
 -- The shmem store's save worker (ratelimit.shmem_save_interval, in ms):
 -- when it last wrote the store's file, how many keys and bytes, how long it
 -- took (copying, writing, syncing, renaming), and how many saves since the
@@ -869,6 +861,14 @@ RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'rl_shmem_save_status'
 LANGUAGE C VOLATILE;
 
+-- Every key with state, on both stores, and what it has left now.  Zones'
+-- keys show what rl_peek shows for cost 0; rl_token_bucket's buckets on the
+-- table store their capacity (rate * window, from params) and their tokens
+-- as of updated_at; rl_gcra's nothing.  updated_at is the state's own
+-- time (the last decision for buckets, the window's start for windows, the
+-- theoretical arrival time for gcra).  SECURITY DEFINER: a reader granted
+-- SELECT on rl_keys and EXECUTE on this function needs no access to the
+-- state table.
 CREATE FUNCTION ratelimit.state_is_distributed() RETURNS boolean
 AS 'MODULE_PATHNAME', 'rl_state_is_distributed'
 LANGUAGE C STABLE;
