@@ -145,14 +145,19 @@ SaveRound(SaveImages *images)
 	uint64		shape;
 	uint64		keys = 0;
 
-	/* Take the marks first: a change after this is marked again, for the next round. */
+	/*
+	 * No split until the copies are done: a split moves keys between two
+	 * sets and marks both, and a round that copied one without the other
+	 * would write its keys twice or not at all.
+	 */
+	LWLockAcquire(rl_grow_lock, LW_SHARED);
+	/* The marks before the copies: a change after this is marked again, for the next round. */
 	for (uint32 w = 0; w < words; w++)
 	{
 		images->changed[w] = pg_atomic_read_u64(&rl_sets_changed[w]) == 0 ? 0
 			: pg_atomic_exchange_u64(&rl_sets_changed[w], 0);
 		changed |= images->changed[w] != 0;
 	}
-	LWLockAcquire(rl_grow_lock, LW_SHARED);
 	shape = pg_atomic_read_u64(&rl_shmem->shape);
 	changed |= shape != images->shape;
 	for (uint32 s = NextSetInUse(0, shape); s < rl_shmem->nsets; s = NextSetInUse(s + 1, shape))
