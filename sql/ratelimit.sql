@@ -849,11 +849,13 @@ RETURNS int
 AS 'MODULE_PATHNAME', 'rl_shmem_placement'
 LANGUAGE C VOLATILE STRICT;
 
--- The shmem store's save worker (ratelimit.shmem_save_interval, in ms):
--- when it last wrote the store's file, how many keys and bytes, how long it
--- took (copying, writing, syncing, renaming), and how many saves since the
--- server started (a round with nothing changed writes none).  No row when
--- ratelimit is not preloaded; NULLs before the first save.  Admins only.
+-- The shmem store's save worker: its interval as it applies it (in ms; a
+-- reload reaches it a moment after the sessions; NULL while it is not
+-- running), when it last wrote the store's file, how many keys and bytes,
+-- how long it took (copying, writing, syncing, renaming), and how many
+-- saves since the server started (a round with nothing changed writes
+-- none).  No row when ratelimit is not preloaded; NULLs before the first
+-- save.  Admins only.
 CREATE FUNCTION ratelimit.shmem_save_status(
     OUT save_interval_ms int, OUT saved_at timestamptz, OUT keys bigint, OUT bytes bigint,
     OUT save_ms float8, OUT saves bigint)

@@ -136,12 +136,14 @@ rl_shmem_save_status(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 	if (!RlShmemSaveStatusGet(&status))
 		PG_RETURN_VOID();
-	values[0] = Int32GetDatum(rl_shmem_save_interval);
+	/* The worker's, not this session's: it applies a reload a moment later. */
+	values[0] = Int32GetDatum((int32) status.worker_interval);
 	values[1] = TimestampTzGetDatum(status.saved_at);
 	values[2] = Int64GetDatum(status.keys);
 	values[3] = Int64GetDatum(status.bytes);
 	values[4] = Float8GetDatum(status.micros / 1000.0);
 	values[5] = Int64GetDatum(status.saves);
+	nulls[0] = (status.worker_interval == PG_UINT32_MAX);
 	nulls[1] = nulls[2] = nulls[3] = nulls[4] = (status.saved_at == 0);
 	tuplestore_putvalues(((ReturnSetInfo *) fcinfo->resultinfo)->setResult,
 						 ((ReturnSetInfo *) fcinfo->resultinfo)->setDesc, values, nulls);

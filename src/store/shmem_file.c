@@ -257,6 +257,7 @@ RlShmemStoreStartup(void)
 		pg_atomic_init_u64(&rl_shmem->saved_bytes, 0);
 		pg_atomic_init_u64(&rl_shmem->save_micros, 0);
 		pg_atomic_init_u64(&rl_shmem->saves, 0);
+		pg_atomic_init_u32(&rl_shmem->worker_interval, PG_UINT32_MAX);
 		memset(rl_overflow_heads, 0, RlOverflowHeadsSize());
 		for (uint32 w = 0; w < (rl_shmem->nsets + 63) / 64; w++)
 		{

@@ -192,6 +192,7 @@ typedef struct ShmemHeader
 	pg_atomic_uint64 saved_bytes;
 	pg_atomic_uint64 save_micros;	/* copying, writing, syncing and renaming */
 	pg_atomic_uint64 saves;		/* since the server started; a round with no change writes none */
+	pg_atomic_uint32 worker_interval;	/* ms, as the worker applies it; PG_UINT32_MAX: not running */
 } ShmemHeader;
 
 

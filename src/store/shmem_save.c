@@ -92,6 +92,7 @@ RlShmemSaveStatusGet(RlShmemSaveStatus *status)
 	status->bytes = (int64) pg_atomic_read_u64(&rl_shmem->saved_bytes);
 	status->micros = (int64) pg_atomic_read_u64(&rl_shmem->save_micros);
 	status->saves = (int64) pg_atomic_read_u64(&rl_shmem->saves);
+	status->worker_interval = pg_atomic_read_u32(&rl_shmem->worker_interval);
 	return true;
 }
 
@@ -192,6 +193,12 @@ SaveRound(SaveImages *images)
 	return false;
 }
 
+static void
+WorkerGone(int code, Datum arg)
+{
+	pg_atomic_write_u32(&rl_shmem->worker_interval, PG_UINT32_MAX);
+}
+
 void
 RlShmemSaveWorkerMain(Datum arg)
 {
@@ -213,6 +220,8 @@ RlShmemSaveWorkerMain(Datum arg)
 	images.scratch = MemoryContextAllocHuge(TopMemoryContext, sizeof(ShmemEntry) * images.scratch_capacity);
 
 	interval_before = rl_shmem_save_interval;
+	pg_atomic_write_u32(&rl_shmem->worker_interval, (uint32) rl_shmem_save_interval);
+	before_shmem_exit(WorkerGone, (Datum) 0);
 	while (!ShutdownRequestPending)
 	{
 		(void) WaitLatch(MyLatch,
@@ -229,6 +238,8 @@ RlShmemSaveWorkerMain(Datum arg)
 			if (rl_shmem_save_interval == 0 && interval_before > 0)
 				RlShmemFileRemove();
 			interval_before = rl_shmem_save_interval;
+			/* Published once applied: whoever waits for it knows the file is gone too. */
+			pg_atomic_write_u32(&rl_shmem->worker_interval, (uint32) rl_shmem_save_interval);
 		}
 		if (ShutdownRequestPending || rl_shmem_save_interval == 0)
 			continue;

@@ -24,6 +24,7 @@ typedef struct RlShmemSaveStatus
 	int64		bytes;
 	int64		micros;
 	int64		saves;
+	uint32		worker_interval;	/* ms, as the worker applies it; PG_UINT32_MAX: not running */
 } RlShmemSaveStatus;
 
 extern bool RlShmemSaveStatusGet(RlShmemSaveStatus *status);
