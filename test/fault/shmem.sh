@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Fault test of the shmem store.  Starts clusters of its own
 # (scripts/lib.sh) and prints "ok"/"not ok" lines:
+# The crash checks run with ratelimit.shmem_save_interval = 0 (saves at
+# clean shutdown only); test/fault/shmem_save.sh checks the periodic saves.
 #   shmemfault  (a) a clean restart (fast, then smart) keeps the state, the
 #               log says how many keys were loaded, the file is removed
 #               once loaded; (c) a backend killed with SIGKILL: crash
@@ -68,7 +70,9 @@ room() { q "SELECT evicted || ' ' || forgiven || ' ' || keys FROM rl_counters WH
 
 ###########################################################################
 echo "# shmemfault: restarts, crash, immediate stop, two databases"
-rl_cluster_start shmemfault "fsync = off"
+# Saves only at a clean shutdown (the interval 0): what this part checks.
+# The periodic saves (a crash loads the last one) are test/fault/shmem_save.sh's.
+rl_cluster_start shmemfault "fsync = off" "ratelimit.shmem_save_interval = 0"
 new_db $DB
 q "SELECT rl_zone_set('f_tb', 'token_bucket', 10, '1 minute', store => 'shmem'),
           rl_zone_set('f_fw', 'fixed_window', 5, '1 hour', store => 'shmem')" >/dev/null
@@ -326,7 +330,7 @@ rl_check "(g) rl_keys shows the 2108" 2108 "$(q "SELECT count(DISTINCT key) FROM
 # keys spread as usual, 1900 of shmem_max_keys = 2000.  A set that is full
 # lends the others' ways; none of it may be refused.
 rl_cluster_stop
-rl_cluster_start shmemgrow "fsync = off" "ratelimit.shmem_max_keys = 2000"
+rl_cluster_start shmemgrow "fsync = off" "ratelimit.shmem_max_keys = 2000" "ratelimit.shmem_save_interval = 0"
 new_db $DB
 q "SELECT rl_zone_set('spread', 'token_bucket', 100, '100000 seconds', store => 'shmem'),
           rl_zone_set('hot', 'token_bucket', 100, '100000 seconds', store => 'shmem')" >/dev/null
@@ -419,8 +423,9 @@ rl_check "(h) each key once, each took exactly 60; 24000 allowed, none refused, 
 	      FROM rl_keys WHERE zone = 'race'") $(counters race)"
 rl_check "(h) no backend crashed" no \
 	"$(grep -qE 'terminated by signal|server process .* was terminated|TRAP' "$RL_CLUSTER_DIR/server.log" && echo yes || echo no)"
-# Nothing vouches for the state after an immediate stop: it starts empty,
-# and the server makes a new secret.  The 400 keys that shared a set are
+# With saves at clean shutdown only (this cluster's interval 0), nothing
+# vouches for the state after an immediate stop: it starts empty, and the
+# server makes a new secret.  The 400 keys that shared a set are
 # placed anew, 400 / 68 in a set on average.
 rl_cluster_ctl stop -m immediate -w >/dev/null
 rl_cluster_ctl start -w -l "$RL_CLUSTER_DIR/server.log" >/dev/null
