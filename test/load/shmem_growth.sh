@@ -61,7 +61,9 @@ tmp=$(mktemp -d)
 chmod 755 "$tmp"
 trap 'rl_cluster_stop; rm -rf "$tmp"' EXIT
 first_size=${SIZES%% *}
-rl_cluster_start growth "fsync = off" "ratelimit.shmem_max_keys = $first_size"
+# Saves at clean shutdown only (interval 0): an immediate restart then starts
+# the store empty, the fresh store each round needs.
+rl_cluster_start growth "fsync = off" "ratelimit.shmem_max_keys = $first_size" "ratelimit.shmem_save_interval = 0"
 log=$RL_CLUSTER_DIR/server.log
 
 rl_psql -d postgres -c "CREATE DATABASE $db" >/dev/null
