@@ -59,6 +59,11 @@
 #                                    its keys taken over by this build,
 #                                    ALTER EXTENSION UPDATE, compared with
 #                                    a fresh install (own private server)
+#   peers       test/bench/peers/peers.sh  rate-limiter-flexible's and
+#                                    express-rate-limit's PostgreSQL stores
+#                                    and ours admit exactly their limit under
+#                                    16 concurrent workers (correctness only;
+#                                    the benchmark is --bench) (own cluster)
 #   examples    test/examples/run.sh the Python and Node apps of examples/
 #                                    against their own cluster: 200s, the
 #                                    429 and its headers; a SCRAM password
@@ -356,6 +361,7 @@ if [ "$RL_PG_VERSION" = 15 ]; then
 	run_tap_script "dist (make dist)" "$RESULTS/dist.log" bash test/dist/dist.sh
 	run_tap_script "upgrade (N-1 to N)" "$RESULTS/upgrade.log" bash test/upgrade/upgrade.sh
 	run_tap_script "examples (Python, Node)" "$RESULTS/examples.log" bash test/examples/run.sh
+	run_tap_script "peers (Node limiters, correctness)" "$RESULTS/peers.log" bash test/bench/peers/peers.sh
 fi
 
 trap 'rl_cluster_stop' EXIT
