@@ -2,7 +2,8 @@
 # Fault test: clean restarts keep the unlogged state; a crash (immediate
 # stop) empties it (fail-open, documented) and the server keeps answering,
 # while durable zones (logged state) refuse their drained keys exactly as
-# before; a backend killed with SIGKILL mid-call takes the server through
+# before and a half-used key keeps exactly its remaining; a backend killed
+# with SIGKILL mid-call takes the server through
 # crash recovery and it answers again, a durable zone keeping what
 # committed before the kill and nothing of the killed transaction.  Runs against the cluster described by
 # RL_PGDATA/PGHOST/PGPORT (scripts/lib.sh); prints "ok"/"not ok" lines.
@@ -36,8 +37,21 @@ admitted_of_5() {	# ZONES KEY: per zone, how many of 5 calls are admitted
 rl_check "durable zones: 3 of 5 admitted on a drained key, then an unlogged zone" "3 3 3 3 3" \
 	"$(admitted_of_5 "$DURABLE_ZONES, 'crash_unlogged'" drained)"
 
+# A key half used in every durable zone (1 of 3): what remains must go on
+# exactly.  rl_peek's remaining is what a call now would leave (2 left: 1).
+q "SELECT rl_limit(z, 'partial') FROM unnest(ARRAY[$DURABLE_ZONES]) z" >/dev/null
+remaining_of() {	# KEY: each durable zone's remaining for KEY, by rl_peek
+	q "SELECT string_agg((rl_peek(z, '$1')).remaining::text, ' ' ORDER BY z) FROM unnest(ARRAY[$DURABLE_ZONES]) z"
+}
+rl_check "durable zones: the half-used keys have 2 of 3 left (rl_peek: 1 after a call)" "1 1 1 1" \
+	"$(remaining_of partial)"
+
 rl_cluster_ctl restart -m fast -w -l "$RL_CLUSTER_DIR/server.log" >/dev/null
 rl_check "state survives a clean restart" 6 "$(q "SELECT rl_token_bucket('crash', 1, 10, 0)")"
+rl_check "durable zones after a clean restart: the drained keys refuse (0 of 5 each)" "0 0 0 0" \
+	"$(admitted_of_5 "$DURABLE_ZONES" drained)"
+rl_check "an unlogged zone after a clean restart: its drained key still refuses (0 of 5)" 0 \
+	"$(admitted_of_5 "'crash_unlogged'" drained)"
 
 rl_cluster_ctl stop -m immediate -w >/dev/null
 rl_cluster_ctl start -w -l "$RL_CLUSTER_DIR/server.log" >/dev/null
@@ -48,6 +62,10 @@ rl_check "durable zones after a crash: the drained keys refuse exactly as before
 	"$(admitted_of_5 "$DURABLE_ZONES" drained)"
 rl_check "an unlogged zone after a crash: its drained key starts full (3 of 5)" 3 \
 	"$(admitted_of_5 "'crash_unlogged'" drained)"
+rl_check "durable zones after a crash: the half-used keys have exactly what they had" "1 1 1 1" \
+	"$(remaining_of partial)"
+rl_check "durable zones after a crash: the half-used keys admit exactly their remaining 2 (of 5 each)" "2 2 2 2" \
+	"$(admitted_of_5 "$DURABLE_ZONES" partial)"
 
 # Kill a backend in the middle of a long bulk call on one key, once its
 # calls have written state (generate_series in a subquery's target list
