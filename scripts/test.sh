@@ -97,7 +97,9 @@
 #                                    refuses table decisions, decides shmem
 #                                    per node; promoted, durable keys go on
 #                                    exactly, unlogged ones start full; a
-#                                    dump keeps durable keys (own clusters)
+#                                    dump keeps durable keys (own clusters);
+#                                    skipped (never counted as passed) where
+#                                    pg_basebackup is missing or refused
 #   multi-zone  test/load/multi_zone.sh  pgbench on rl_limit(zones[]): none
 #                                    charged when one refuses, no deadlock;
 #                                    both stores, mixed (own cluster)
