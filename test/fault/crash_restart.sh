@@ -3,9 +3,9 @@
 # stop) empties it (fail-open, documented) and the server keeps answering,
 # while durable zones (logged state) refuse their drained keys exactly as
 # before and a half-used key keeps exactly its remaining; a backend killed
-# with SIGKILL mid-call takes the server through
-# crash recovery and it answers again, a durable zone keeping what
-# committed before the kill and nothing of the killed transaction.  Runs against the cluster described by
+# with SIGKILL mid-call takes the server through crash recovery and it
+# answers again, a durable zone keeping what committed before the kill and
+# nothing of the killed transaction.  Runs against the cluster described by
 # RL_PGDATA/PGHOST/PGPORT (scripts/lib.sh); prints "ok"/"not ok" lines.
 set -uo pipefail
 source "$(dirname "$0")/../../scripts/lib.sh"
