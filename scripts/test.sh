@@ -99,7 +99,7 @@
 #                                    exactly, unlogged ones start full; a
 #                                    dump keeps durable keys (own clusters);
 #                                    skipped (never counted as passed) where
-#                                    pg_basebackup is missing or refused
+#                                    pg_basebackup is missing
 #   multi-zone  test/load/multi_zone.sh  pgbench on rl_limit(zones[]): none
 #                                    charged when one refuses, no deadlock;
 #                                    both stores, mixed (own cluster)
