@@ -3,7 +3,8 @@
  * file: a clean shutdown writes the table to RL_SHMEM_FILE (through a .tmp
  * file and durable_rename), and so does the save worker every
  * ratelimit.shmem_save_interval (shmem_save.c), from copies of the sets.
- * A start, or the restart after a crash, loads the last file written.  With
+ * A start, or the restart after a crash, loads the last file written, if
+ * whole (its size and CRC; else it is ignored, saying so in the log).  With
  * the interval 0 (no worker saves) the file is removed once loaded: after a
  * crash the state starts empty, as nothing vouches for it.
  */
@@ -11,9 +12,12 @@
 
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include "catalog/pg_control.h"
 #include "common/controldata_utils.h"
 #include "miscadmin.h"
+#include "port/pg_crc32c.h"
 #include "storage/fd.h"
 #include "storage/ipc.h"
 #include "storage/shmem.h"
@@ -26,7 +30,8 @@
 
 #define RL_SHMEM_FILE "pg_stat/ratelimit_shmem.state"
 #define RL_SHMEM_FILE_MAGIC 0x524C5348	/* "RLSH" */
-#define RL_SHMEM_FILE_VERSION 6	/* 6: the secret that placed the keys */
+#define RL_SHMEM_FILE_VERSION 7	/* 7: a CRC-32C of the whole file after it */
+#define RL_SHMEM_FILE_VERSION_UNCHECKED 6	/* 0.5.0's, written at a clean shutdown only */
 
 typedef struct ShmemFileHeader
 {
@@ -37,6 +42,15 @@ typedef struct ShmemFileHeader
 	RlKeySecret secret;			/* the keys' hashes are keyed by it: it comes back with them */
 } ShmemFileHeader;
 
+/*
+ * Version 7 ends with the CRC-32C of everything before it.  A file written
+ * through .tmp and durable_rename is whole; one that is not (a disk's
+ * damage, a hand's truncate, a copy cut short) is ignored at start rather
+ * than loaded in part: a key's state half right may admit what it should
+ * refuse.
+ */
+typedef pg_crc32c ShmemFileTrailer;
+
 bool
 RlShmemFileBegin(RlShmemFileWriter *writer, uint64 count)
 {
@@ -46,6 +60,7 @@ RlShmemFileBegin(RlShmemFileWriter *writer, uint64 count)
 	snprintf(writer->tmp, sizeof(writer->tmp), "%s.tmp", RL_SHMEM_FILE);
 	writer->bytes = 0;
 	writer->failed = false;
+	INIT_CRC32C(writer->crc);
 	writer->file = AllocateFile(writer->tmp, PG_BINARY_W);
 	if (writer->file == NULL)
 	{
@@ -63,12 +78,22 @@ RlShmemFileAdd(RlShmemFileWriter *writer, const void *data, size_t bytes)
 		return;
 	if (fwrite(data, bytes, 1, writer->file) != 1)
 		writer->failed = true;
+	COMP_CRC32C(writer->crc, data, bytes);
 	writer->bytes += bytes;
 }
 
 bool
 RlShmemFileFinish(RlShmemFileWriter *writer)
 {
+	if (writer->file != NULL && !writer->failed)
+	{
+		ShmemFileTrailer crc = writer->crc;
+
+		FIN_CRC32C(crc);
+		if (fwrite(&crc, sizeof(crc), 1, writer->file) != 1)
+			writer->failed = true;
+		writer->bytes += sizeof(crc);
+	}
 	if (writer->file != NULL && FreeFile(writer->file) != 0)
 		writer->failed = true;
 	writer->file = NULL;
@@ -136,6 +161,61 @@ SaveState(int code, Datum arg)
 	(void) RlShmemFileFinish(&writer);
 }
 
+/*
+ * Whether the file holds what its header says, whole: its size, and from
+ * version 7 on the CRC at its end (*why says what is wrong).  Reads it
+ * through once, then leaves it just after the header.
+ */
+static bool
+FileIsWhole(FILE *file, const ShmemFileHeader *header, const char **why)
+{
+	struct stat st;
+	uint64		size;
+	bool		checked = header->version != RL_SHMEM_FILE_VERSION_UNCHECKED;
+	pg_crc32c	crc;
+	ShmemFileTrailer stored;
+	char	   *buffer;
+	uint64		left;
+	bool		whole = true;
+
+	if (fstat(fileno(file), &st) != 0)
+	{
+		*why = "could not find its size";
+		return false;
+	}
+	size = (uint64) st.st_size;
+	if (header->count > (size - sizeof(ShmemFileHeader)) / sizeof(ShmemEntry) ||
+		size != sizeof(ShmemFileHeader) + header->count * sizeof(ShmemEntry)
+		+ (checked ? sizeof(ShmemFileTrailer) : 0))
+	{
+		*why = "its size is not what its header says (truncated or damaged)";
+		return false;
+	}
+	if (!checked)
+		return true;
+
+	buffer = palloc(BLCKSZ * 8);
+	INIT_CRC32C(crc);
+	rewind(file);
+	for (left = size - sizeof(ShmemFileTrailer); left > 0 && whole;)
+	{
+		size_t		chunk = (size_t) Min(left, (uint64) BLCKSZ * 8);
+
+		whole = fread(buffer, chunk, 1, file) == 1;
+		if (whole)
+			COMP_CRC32C(crc, buffer, chunk);
+		left -= chunk;
+	}
+	pfree(buffer);
+	FIN_CRC32C(crc);
+	if (!whole || fread(&stored, sizeof(stored), 1, file) != 1 || !EQ_CRC32C(crc, stored))
+	{
+		*why = "its checksum does not match (damaged)";
+		return false;
+	}
+	return fseeko(file, sizeof(ShmemFileHeader), SEEK_SET) == 0;
+}
+
 static void
 LoadState(void)
 {
@@ -143,6 +223,7 @@ LoadState(void)
 	ShmemFileHeader header;
 	uint64		loaded = 0;
 	uint64		dropped = 0;
+	const char *why = NULL;
 
 	if (file == NULL)
 	{
@@ -153,9 +234,14 @@ LoadState(void)
 		return;
 	}
 	if (fread(&header, sizeof(header), 1, file) != 1 || header.magic != RL_SHMEM_FILE_MAGIC ||
-		header.version != RL_SHMEM_FILE_VERSION || header.entry_size != sizeof(ShmemEntry))
+		(header.version != RL_SHMEM_FILE_VERSION &&
+		 header.version != RL_SHMEM_FILE_VERSION_UNCHECKED) ||
+		header.entry_size != sizeof(ShmemEntry))
 		ereport(LOG, (errmsg("ignoring ratelimit shmem state file \"%s\": not in this version's format",
 							 RL_SHMEM_FILE)));
+	else if (!FileIsWhole(file, &header, &why))
+		ereport(LOG, (errmsg("ignoring ratelimit shmem state file \"%s\": %s", RL_SHMEM_FILE, why),
+					  errdetail("The shmem store starts empty.")));
 	else
 	{
 		RlKeySecretSet(&header.secret);

@@ -4,6 +4,8 @@
 #ifndef RL_SHMEM_FILE_H
 #define RL_SHMEM_FILE_H
 
+#include "port/pg_crc32c.h"
+
 /* Defines ratelimit.shmem_max_keys, which sizes the store (while preloading). */
 extern void RlShmemStoreInit(void);
 
@@ -13,7 +15,8 @@ extern void RlShmemStoreStartup(void);
 
 /*
  * Writing the store's file: Begin (the header, for count entries), Add
- * (each entry), Finish (close, then durable_rename over the last file).
+ * (each entry), Finish (the CRC, close, then durable_rename over the last
+ * file).
  * Each returns or records failure; Finish LOGs it and leaves the last file
  * as it was.
  */
@@ -22,6 +25,7 @@ typedef struct RlShmemFileWriter
 	FILE	   *file;
 	char		tmp[MAXPGPATH];
 	uint64		bytes;
+	pg_crc32c	crc;			/* of the bytes written so far */
 	bool		failed;
 } RlShmemFileWriter;
 

@@ -9,7 +9,8 @@
 #   (c) with a long interval, what was decided after the last save is lost
 #       in a crash (and only that): at most one interval of decisions
 #   (d) interval 0: saves only at a clean shutdown; a crash empties the store
-#   (e) a damaged file is ignored (LOG), a truncated one loads what it holds
+#   (e) a file that is not whole (truncated, a byte changed, random bytes)
+#       is ignored (LOG): the store starts empty; 0.5.0's format still loads
 # Every decision runs on the test clock (ratelimit.now_override).
 set -uo pipefail
 source "$(dirname "$0")/../../scripts/lib.sh"
@@ -110,23 +111,62 @@ rl_check_numbered "(d) the file loaded at start is removed (interval 0)" no \
 rl_check_numbered "(d) a crash with interval 0" yes "$(crash_and_start)"
 rl_check_numbered "(d) empties the store: key d starts full (3 of 5)" 3 "$(admitted d)"
 
-# (e) Damaged files, at a start with saves on.
+# (e) Damaged files, at a start with saves on: a file that is not whole
+# is ignored (LOG) and the store starts empty, never loaded in part.  The
+# file saved after key e is kept aside; each start gets a variant of it
+# (the saved file itself first: what makes the others start full is the
+# damage).
 set_interval 1s 1000
 rl_check_numbered "(e) key e: 3 of 5 calls admitted, saved" "3 yes" "$(admitted e) $(saved_since)"
 rl_cluster_ctl stop -m immediate -w >/dev/null 2>&1
-size=$(stat -c %s "$RL_PGDATA/$FILE")
-rl_as_cluster_user truncate -s $((size - 64)) "$RL_PGDATA/$FILE"
-rl_cluster_ctl start -w -t 60 -l "$RL_CLUSTER_DIR/server.log" >/dev/null 2>&1
-rl_check_numbered "(e) a truncated file: the server starts and loads the whole keys it holds" yes \
-	"$(rl_wait_answering "$DB")"
-rl_check_numbered "(e) ... and says how many it loaded (LOG)" yes \
-	"$(tail -20 "$RL_CLUSTER_DIR/server.log" | grep -q 'ratelimit: loaded [0-9]* keys' && echo yes || echo no)"
-rl_cluster_ctl stop -m immediate -w >/dev/null 2>&1
-rl_as_cluster_user dd if=/dev/urandom of="$RL_PGDATA/$FILE" bs=1k count=4 status=none
-rl_cluster_ctl start -w -t 60 -l "$RL_CLUSTER_DIR/server.log" >/dev/null 2>&1
-rl_check_numbered "(e) a file of random bytes: the server starts" yes "$(rl_wait_answering "$DB")"
-rl_check_numbered "(e) ... ignores it, saying so (LOG), and the keys start full" "yes 3" \
-	"$(tail -20 "$RL_CLUSTER_DIR/server.log" | grep -q 'ignoring ratelimit shmem state file' && echo yes || echo no) $(admitted e)"
+VARIANTS=$(mktemp -d)
+trap 'rl_cluster_stop; rm -rf "$VARIANTS"' EXIT
+rl_as_cluster_user cat "$RL_PGDATA/$FILE" > "$VARIANTS/saved"
+size=$(stat -c %s "$VARIANTS/saved")
+cp "$VARIANTS/saved" "$VARIANTS/truncated"
+truncate -s $((size - 64)) "$VARIANTS/truncated"
+# One byte inverted, in the last key: the size is right, the checksum not.
+cp "$VARIANTS/saved" "$VARIANTS/flipped"
+byte=$(od -An -tu1 -j $((size - 100)) -N1 "$VARIANTS/saved" | tr -d ' ')
+printf "\\$(printf %03o $((byte ^ 255)))" | dd of="$VARIANTS/flipped" bs=1 seek=$((size - 100)) conv=notrunc status=none
+head -c 4096 /dev/urandom > "$VARIANTS/random"
+# 0.5.0 wrote version 6, the same without the checksum, at a clean shutdown.
+cp "$VARIANTS/saved" "$VARIANTS/v6"
+truncate -s $((size - 4)) "$VARIANTS/v6"
+printf '\006' | dd of="$VARIANTS/v6" bs=1 seek=4 conv=notrunc status=none
+
+# start_with VARIANT: the server stopped at once, the file replaced by
+# that variant, started; prints yes when it answers.  The log of that start
+# alone goes to $VARIANTS/start.log.
+start_with() {
+	rl_cluster_ctl stop -m immediate -w >/dev/null 2>&1
+	rl_as_cluster_user tee "$RL_PGDATA/$FILE" < "$VARIANTS/$1" >/dev/null
+	local lines answers
+	lines=$(wc -l < "$RL_CLUSTER_DIR/server.log")
+	rl_cluster_ctl start -w -t 60 -l "$RL_CLUSTER_DIR/server.log" >/dev/null 2>&1
+	answers=$(rl_wait_answering "$DB")
+	tail -n +$((lines + 1)) "$RL_CLUSTER_DIR/server.log" > "$VARIANTS/start.log"
+	echo "$answers"
+}
+logged() {	# PATTERN: yes when the last start logged it
+	grep -q "$1" "$VARIANTS/start.log" && echo yes || echo no
+}
+
+rl_check_numbered "(e) the saved file as it is: the server starts" yes "$(start_with saved)"
+rl_check_numbered "(e) ... loads it (LOG), and key e still refuses (0 of 5)" "yes 0" \
+	"$(logged 'ratelimit: loaded [0-9]* keys') $(admitted e)"
+rl_check_numbered "(e) a truncated file: the server starts" yes "$(start_with truncated)"
+rl_check_numbered "(e) ... ignores it, saying why (LOG), and key e starts full (3 of 5)" "yes 3" \
+	"$(logged 'ignoring ratelimit shmem state file.*size') $(admitted e)"
+rl_check_numbered "(e) a file with one byte changed: the server starts" yes "$(start_with flipped)"
+rl_check_numbered "(e) ... ignores it, its checksum wrong (LOG), and key e starts full (3 of 5)" "yes 3" \
+	"$(logged 'ignoring ratelimit shmem state file.*checksum') $(admitted e)"
+rl_check_numbered "(e) a file of random bytes: the server starts" yes "$(start_with random)"
+rl_check_numbered "(e) ... ignores it, saying so (LOG), and key e starts full (3 of 5)" "yes 3" \
+	"$(logged 'ignoring ratelimit shmem state file') $(admitted e)"
+rl_check_numbered "(e) the same state in 0.5.0's format (version 6): the server starts" yes "$(start_with v6)"
+rl_check_numbered "(e) ... loads it after an update of the library (LOG), and key e refuses (0 of 5)" "yes 0" \
+	"$(logged 'ratelimit: loaded [0-9]* keys') $(admitted e)"
 
 echo "1..$n"
 echo "shmemsave: $((n - failed)) passed, $failed failed"
