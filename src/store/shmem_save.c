@@ -50,6 +50,8 @@ typedef struct SaveImages
 {
 	SetImage   *sets;			/* one per set of the store (nsets) */
 	uint64	   *changed;		/* the bits taken from rl_sets_changed this round */
+	uint32	   *in_use;			/* the sets in use when copied, in order: the ones written */
+	uint32		nin_use;
 	ShmemEntry *scratch;		/* a set's entries, copied under its lock */
 	uint32		scratch_capacity;
 	bool		complete;		/* every set in use has been copied once */
@@ -142,6 +144,7 @@ SaveRound(SaveImages *images)
 	uint32		words = (rl_shmem->nsets + 63) / 64;
 	bool		changed = !images->complete;
 	TimestampTz started = GetCurrentTimestamp();
+	TimestampTz copied;
 	RlShmemFileWriter writer;
 	uint64		shape;
 	uint64		keys = 0;
@@ -161,13 +164,22 @@ SaveRound(SaveImages *images)
 	}
 	shape = pg_atomic_read_u64(&rl_shmem->shape);
 	changed |= shape != images->shape;
+	/*
+	 * Which sets are in use is taken here too: it depends on the early
+	 * splits' bits as well as the shape, and a split after the lock is
+	 * released may clear one (a set written, or not, by another test than
+	 * the one it was counted by would make the file's count wrong).
+	 */
+	images->nin_use = 0;
 	for (uint32 s = NextSetInUse(0, shape); s < rl_shmem->nsets; s = NextSetInUse(s + 1, shape))
 	{
 		if (!images->complete || (images->changed[s / 64] >> (s % 64)) & 1)
 			CopySet(images, s);
 		keys += images->sets[s].count;
+		images->in_use[images->nin_use++] = s;
 	}
 	LWLockRelease(rl_grow_lock);
+	copied = GetCurrentTimestamp();
 	images->complete = true;
 	images->shape = shape;
 	if (!changed)
@@ -175,8 +187,12 @@ SaveRound(SaveImages *images)
 
 	if (RlShmemFileBegin(&writer, keys))
 	{
-		for (uint32 s = NextSetInUse(0, shape); s < rl_shmem->nsets; s = NextSetInUse(s + 1, shape))
-			RlShmemFileAdd(&writer, images->sets[s].entries, sizeof(ShmemEntry) * images->sets[s].count);
+		for (uint32 i = 0; i < images->nin_use; i++)
+		{
+			SetImage   *image = &images->sets[images->in_use[i]];
+
+			RlShmemFileAdd(&writer, image->entries, sizeof(ShmemEntry) * image->count);
+		}
 		if (RlShmemFileFinish(&writer))
 		{
 			pg_atomic_write_u64(&rl_shmem->saved_at, (uint64) started);
@@ -185,6 +201,10 @@ SaveRound(SaveImages *images)
 			pg_atomic_write_u64(&rl_shmem->save_micros,
 								(uint64) Max(0, GetCurrentTimestamp() - started));
 			pg_atomic_fetch_add_u64(&rl_shmem->saves, 1);
+			/* The copies hold rl_grow_lock: a split that must happen waits that long. */
+			elog(DEBUG1, "ratelimit: saved " UINT64_FORMAT " keys of the shmem store: "
+				 "copied in %.1f ms (holding rl_grow_lock), written in %.1f ms",
+				 keys, (copied - started) / 1000.0, (GetCurrentTimestamp() - copied) / 1000.0);
 			return true;
 		}
 	}
@@ -214,6 +234,7 @@ RlShmemSaveWorkerMain(Datum arg)
 	memset(&images, 0, sizeof(images));
 	images.sets = MemoryContextAllocHuge(TopMemoryContext, sizeof(SetImage) * rl_shmem->nsets);
 	memset(images.sets, 0, sizeof(SetImage) * rl_shmem->nsets);
+	images.in_use = MemoryContextAllocHuge(TopMemoryContext, sizeof(uint32) * rl_shmem->nsets);
 	images.changed = MemoryContextAllocZero(TopMemoryContext,
 											sizeof(uint64) * ((rl_shmem->nsets + 63) / 64));
 	images.scratch_capacity = 4 * RL_SHMEM_WAYS;

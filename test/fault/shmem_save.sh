@@ -11,6 +11,8 @@
 #   (d) interval 0: saves only at a clean shutdown; a crash empties the store
 #   (e) a file that is not whole (truncated, a byte changed, random bytes)
 #       is ignored (LOG): the store starts empty; 0.5.0's format still loads
+#   (f) files saved while the store grows (splits between the worker's
+#       copies) hold every key once and every key decided before the save
 # Every decision runs on the test clock (ratelimit.now_override).
 set -uo pipefail
 source "$(dirname "$0")/../../scripts/lib.sh"
@@ -167,6 +169,66 @@ rl_check_numbered "(e) ... ignores it, saying so (LOG), and key e starts full (3
 rl_check_numbered "(e) the same state in 0.5.0's format (version 6): the server starts" yes "$(start_with v6)"
 rl_check_numbered "(e) ... loads it after an update of the library (LOG), and key e refuses (0 of 5)" "yes 0" \
 	"$(logged 'ratelimit: loaded [0-9]* keys') $(admitted e)"
+
+# (f) Saves while the store grows: a split moves keys between two sets,
+# and one may fall between the worker's copies of them.  A background
+# client drains new keys g1, g2, ... (a zone of 1 a day) in batches, the
+# store splitting sets all along, while another calls the first 2,000 again
+# and the worker saves every 10 ms; files
+# are taken as they are saved.  Each, loaded at a start, must hold every
+# key once (none written twice) and every key decided before the save
+# began (none missed).
+q "SELECT rl_zone_set('grown', 'fixed_window', 1, '1 day', store => 'shmem')" >/dev/null
+set_interval 10ms 10
+(
+	for b in $(seq 1 100); do
+		q "SELECT count(rl_limit('grown', 'g' || i)) FROM generate_series($(( (b - 1) * 500 + 1 )), $((b * 500))) i" >/dev/null
+		echo "$b" >> "$VARIANTS/batches"
+	done
+) &
+grower=$!
+# Another client calls the first keys again and again (refused: they stay
+# drained), so that most sets change every round and a round copies them.
+(
+	sleep 0.5
+	while kill -0 "$grower" 2>/dev/null; do
+		q "SELECT count(rl_limit('grown', 'g' || i)) FROM generate_series(1, 2000) i" >/dev/null
+	done
+) &
+toucher=$!
+snapshots=0
+while kill -0 "$grower" 2>/dev/null && [ "$snapshots" -lt 60 ]; do
+	done_keys=$(( $(tail -1 "$VARIANTS/batches" 2>/dev/null || echo 0) * 500 ))
+	[ "$(saved_since)" = yes ] || break
+	snapshots=$((snapshots + 1))
+	rl_as_cluster_user cat "$RL_PGDATA/$FILE" > "$VARIANTS/grown$snapshots"
+	echo "$done_keys" > "$VARIANTS/grown$snapshots.keys"
+done
+wait "$grower" "$toucher"
+rl_check_numbered "(f) files saved while the store grew (at least 8)" yes \
+	"$([ "$snapshots" -ge 8 ] && echo yes || echo "no: $snapshots")"
+# Each file's size, against what its header says: the header (its size
+# known from the file of (e)), count entries of entry_size, the checksum.
+header_bytes() {	# FILE: the bytes before the entries, from the header's count
+	echo $(( $(stat -c %s "$1") - 4 - $(od -An -tu4 -j8 -N4 "$1") * $(od -An -tu8 -j16 -N8 "$1") ))
+}
+header=$(header_bytes "$VARIANTS/saved")
+wrong=""
+for i in $(seq 1 "$snapshots"); do
+	[ "$(header_bytes "$VARIANTS/grown$i")" = "$header" ] || wrong+=" $i"
+done
+rl_check_numbered "(f) every file holds as many keys as its header says" "" "$wrong"
+# Four of them loaded at a start, spread over the growth.
+for i in $(seq "$((snapshots / 4))" "$((snapshots / 4))" "$snapshots" | tail -4); do
+	expected=$(cat "$VARIANTS/grown$i.keys")
+	start_with "grown$i" >/dev/null
+	rl_check_numbered "(f) file $i: loaded, each key once, the $expected keys decided before its save all there" \
+		"yes 0 $expected" "$(logged 'ratelimit: loaded [0-9]* keys') $(q "
+		SELECT count(*) - count(DISTINCT key),
+		       count(*) FILTER (WHERE substr(key, 2)::int <= $expected)
+		  FROM ratelimit.shmem_keys()
+		 WHERE zone_id = (SELECT zone_id FROM ratelimit.zone WHERE zone = 'grown')" | tr '|' ' ')"
+done
 
 echo "1..$n"
 echo "shmemsave: $((n - failed)) passed, $failed failed"
