@@ -501,33 +501,20 @@ RlZoneGeneration(void)
 	return zone_generation;
 }
 
+/*
+ * By name, through the zone cache: LoadZone is the one place that reads a
+ * zone's options (the cache was dropped when the zone changed).
+ */
 bool
 RlZoneDurableNow(int32 zone_id, bool if_missing)
 {
-	static SPIPlanPtr plan = NULL;
-	RlSpiSession session;
-	Oid			argtypes[1] = {INT4OID};
-	Datum		values[1];
-	bool		durable = if_missing;
+	char	   *name = RlZoneNameOfId(zone_id);
+	RlZone		zone;
 
-	values[0] = Int32GetDatum(zone_id);
-	RlSpiConnectAs(RlRelationOwner(ZoneTable()), &session);
-	if (SPI_execute_snapshot(RlKeepPlan(&plan, "SELECT (pg_catalog.to_jsonb(z)"
-										" OPERATOR(pg_catalog.->>) 'durable')::pg_catalog.bool"
-										" FROM " RL_INTERNAL_SCHEMA ".zone z"
-										" WHERE zone_id OPERATOR(pg_catalog.=) $1", 1, argtypes),
-							 values, NULL, GetLatestSnapshot(), InvalidSnapshot, true, false, 1)
-		!= SPI_OK_SELECT)
-		elog(ERROR, "ratelimit zone lookup failed");
-	if (SPI_processed > 0)
-	{
-		bool		isnull;
-		Datum		value = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-
-		durable = !isnull && DatumGetBool(value);
-	}
-	RlSpiFinish(&session);
-	return durable;
+	if (name == NULL)
+		return if_missing;
+	RlLookupZone(cstring_to_text(name), &zone);
+	return zone.zone_id == zone_id ? zone.durable : if_missing;
 }
 
 char *
