@@ -306,3 +306,13 @@ rl_kill_busy_backend() {
 		echo "$pid"
 	fi
 }
+
+# rl_npm_error LOG: what went wrong, from npm's log of npm ci: its error
+# code and first message ("SELF_SIGNED_CERT_IN_CHAIN: request to ... failed").
+rl_npm_error() {
+	local code message
+	code=$(sed -nE 's/^npm (error|ERR!) code //p' "$1" | head -1)
+	message=$(grep -E '^npm (error|ERR!) ' "$1" | sed -E 's/^npm (error|ERR!) +//' \
+		| grep -vE '^(code|errno) |^A complete log|^/.*\.log$|^$' | head -1)
+	echo "${code:+$code: }${message:-npm ci failed (exit status non-zero, no message)}"
+}

@@ -82,15 +82,6 @@ need_python() {
 	echo "$PYTHON cannot import psycopg (python3-psycopg is installed)"
 	return 1
 }
-# npm_error LOG: what went wrong, from npm's log of npm ci: its error code
-# and first message ("SELF_SIGNED_CERT_IN_CHAIN: request to ... failed").
-npm_error() {
-	local code message
-	code=$(sed -nE 's/^npm (error|ERR!) code //p' "$1" | head -1)
-	message=$(grep -E '^npm (error|ERR!) ' "$1" | sed -E 's/^npm (error|ERR!) +//' \
-		| grep -vE '^(code|errno) |^A complete log|^/.*\.log$|^$' | head -1)
-	echo "${code:+$code: }${message:-npm ci failed (exit status non-zero, no message)}"
-}
 need_node() {
 	command -v node >/dev/null || rl_install_packages nodejs </dev/null 2>/dev/null
 	command -v npm >/dev/null || rl_install_packages npm </dev/null 2>/dev/null
@@ -103,7 +94,7 @@ need_node() {
 	if [ "$have" != "$wanted" ]; then
 		rl_log "npm ci in examples/node"
 		(cd "$dir" && npm ci --no-audit --no-fund </dev/null >"$tmp/npm.log" 2>&1) \
-			|| { echo "npm could not install examples/node's packages: $(npm_error "$tmp/npm.log")"; return 1; }
+			|| { echo "npm could not install examples/node's packages: $(rl_npm_error "$tmp/npm.log")"; return 1; }
 	fi
 }
 

@@ -27,8 +27,7 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
 fi
 log=$(mktemp)
 if ! (cd "$HERE" && npm ci --no-audit --no-fund </dev/null >"$log" 2>&1); then
-	why=$(grep -E '^npm (error|ERR!) ' "$log" | head -2 | sed -E 's/^npm (error|ERR!) +//' | tr '\n' ' ')
-	echo "# SKIP peers: npm ci failed: ${why:-exit status non-zero}"
+	echo "# SKIP peers: npm could not install the peers' packages: $(rl_npm_error "$log")"
 	rm -f "$log"
 	exit 0
 fi
