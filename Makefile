@@ -23,6 +23,7 @@ OBJS = \
 	src/decision/decide_wait.o \
 	src/decision/zone.o \
 	src/store/row_direct.o \
+	src/store/row_hint.o \
 	src/store/row_spi.o \
 	src/store/shmem_eviction.o \
 	src/store/shmem_file.o \

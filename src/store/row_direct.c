@@ -32,6 +32,7 @@
 
 #include "base/pg_compat.h"
 #include "store/row_direct.h"
+#include "store/row_hint.h"
 #include "store/state_table.h"
 
 /* ratelimit.state's columns; the first three and the last are the primary key. */
@@ -58,7 +59,7 @@
 typedef struct DirectTable
 {
 	Relation	rel;			/* NULL until a key is given */
-	Relation	index;
+	Relation	index;			/* NULL until a lookup needs it */
 	TupleTableSlot *slot;		/* scratch row for reads and writes */
 } DirectTable;
 
@@ -77,7 +78,8 @@ CloseRelation(DirectTable *t)
 	if (t->rel == NULL)
 		return;
 	ExecDropSingleTupleTableSlot(t->slot);
-	index_close(t->index, NoLock);
+	if (t->index != NULL)
+		index_close(t->index, NoLock);
 	table_close(t->rel, NoLock);
 	t->rel = NULL;
 }
@@ -87,7 +89,6 @@ static void
 UseRelationOf(DirectTable *t, const RlStateKey *key)
 {
 	Oid			relid = RlStateRelationOfKey(key->key, key->durable);
-	Oid			indexid;
 
 	if (!OidIsValid(relid))
 		elog(ERROR, "the shard of rate-limit key is not on this node");
@@ -95,11 +96,23 @@ UseRelationOf(DirectTable *t, const RlStateKey *key)
 		return;
 	CloseRelation(t);
 	t->rel = table_open(relid, RowExclusiveLock);
-	indexid = RlPrimaryKeyIndex(t->rel);
-	if (!OidIsValid(indexid))
-		elog(ERROR, "ratelimit state table has no primary key");
-	t->index = index_open(indexid, RowExclusiveLock);
+	t->index = NULL;
 	t->slot = table_slot_create(t->rel, NULL);
+}
+
+/* The primary key of the open relation. */
+static Relation
+IndexOf(DirectTable *t)
+{
+	if (t->index == NULL)
+	{
+		Oid			indexid = RlPrimaryKeyIndex(t->rel);
+
+		if (!OidIsValid(indexid))
+			elog(ERROR, "ratelimit state table has no primary key");
+		t->index = index_open(indexid, RowExclusiveLock);
+	}
+	return t->index;
 }
 
 static void
@@ -148,6 +161,93 @@ ReadRowFromSlot(TupleTableSlot *slot, RlStateRow *row)
 	row->refill_pending = DatumGetBool(slot_getattr(slot, REFILL_ATTNUM, &isnull)) && !isnull;
 }
 
+/* Whether a stored text column holds exactly wanted's bytes ("C" equality). */
+static bool
+SameText(Datum stored, const text *wanted)
+{
+	text	   *value = DatumGetTextPP(stored);
+	int			len = VARSIZE_ANY_EXHDR(value);
+
+	return len == (int) VARSIZE_ANY_EXHDR(wanted) &&
+		memcmp(VARDATA_ANY(value), VARDATA_ANY(wanted), len) == 0;
+}
+
+/* Whether the row in the slot is key's: the primary key's four columns. */
+static bool
+SlotHoldsKey(TupleTableSlot *slot, const RlStateKey *key)
+{
+	bool		isnull;
+
+	return DatumGetInt32(slot_getattr(slot, ZONE_ATTNUM, &isnull)) == key->zone_id &&
+		DatumGetInt32(slot_getattr(slot, PART_ATTNUM, &isnull)) == key->part &&
+		SameText(slot_getattr(slot, KEY_ATTNUM, &isnull), key->key) &&
+		SameText(slot_getattr(slot, PARAMS_ATTNUM, &isnull), RlStateKeyParams(key));
+}
+
+/*
+ * Key's row through the HOT chain its hint points to (row_hint.c), into the
+ * slot.  False when there is no hint, or the chain holds no version the
+ * snapshot sees, or the version it sees is another key's (its line pointer
+ * was reused): the caller then asks the index.
+ */
+static bool
+FetchAtHint(DirectTable *t, const RlStateKey *key, Snapshot snapshot)
+{
+	ItemPointerData tid;
+	IndexFetchTableData *fetch;
+	bool		call_again = false;
+	bool		all_dead = false;
+	bool		found;
+
+	if (!RlRowHintGet(t->rel, key, &tid) ||
+		!RlRowHintBlockExists(t->rel, ItemPointerGetBlockNumber(&tid)))
+		return false;
+	fetch = table_index_fetch_begin(t->rel);
+	found = table_index_fetch_tuple(fetch, &tid, snapshot, t->slot, &call_again, &all_dead);
+	table_index_fetch_end(fetch);
+	return found && SlotHoldsKey(t->slot, key);
+}
+
+/*
+ * Key's row through the primary key, into the slot; the scan is begun at
+ * the first use.  The root TID of the entry that led to it becomes the key's
+ * hint.
+ */
+static bool
+FetchThroughIndex(DirectTable *t, const RlStateKey *key, Snapshot snapshot,
+				  IndexScanDesc *scan, ScanKey skey)
+{
+	if (*scan == NULL)
+	{
+		Relation	index = IndexOf(t);
+
+		ScanKeyInit(&skey[0], 1, BTEqualStrategyNumber, F_TEXTEQ, PointerGetDatum(key->key));
+		skey[0].sk_collation = index->rd_indcollation[0];
+		ScanKeyInit(&skey[1], 2, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(key->zone_id));
+		ScanKeyInit(&skey[2], 3, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(key->part));
+		ScanKeyInit(&skey[3], 4, BTEqualStrategyNumber, F_TEXTEQ,
+					PointerGetDatum(RlStateKeyParams(key)));
+		skey[3].sk_collation = index->rd_indcollation[3];
+		*scan = RlIndexBeginScan(t->rel, index, snapshot, KEY_COLUMNS);
+	}
+	index_rescan(*scan, skey, KEY_COLUMNS, NULL, 0);
+	for (;;)
+	{
+		ItemPointer entry = index_getnext_tid(*scan, ForwardScanDirection);
+		ItemPointerData root;
+
+		if (entry == NULL)
+			return false;
+		/* The fetch moves xs_heaptid along the HOT chain: keep where it starts. */
+		ItemPointerCopy(entry, &root);
+		if (index_fetch_heap(*scan, t->slot))
+		{
+			RlRowHintSet(t->rel, key, &root);
+			return true;
+		}
+	}
+}
+
 /*
  * Finds the newest version of key's row.  A dirty snapshot also sees rows
  * that other transactions are still writing; we wait for those to finish
@@ -160,7 +260,7 @@ FindRow(DirectTable *t, const RlStateKey *key, bool peek, RlStateRow *row, ItemP
 	SnapshotData dirty;
 	Snapshot	snapshot;
 	ScanKeyData skey[KEY_COLUMNS];
-	IndexScanDesc scan;
+	IndexScanDesc scan = NULL;
 	TupleTableSlot *slot = t->slot;
 	bool		found;
 
@@ -171,20 +271,13 @@ FindRow(DirectTable *t, const RlStateKey *key, bool peek, RlStateRow *row, ItemP
 		InitDirtySnapshot(dirty);
 		snapshot = &dirty;
 	}
-	ScanKeyInit(&skey[0], 1, BTEqualStrategyNumber, F_TEXTEQ, PointerGetDatum(key->key));
-	skey[0].sk_collation = t->index->rd_indcollation[0];
-	ScanKeyInit(&skey[1], 2, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(key->zone_id));
-	ScanKeyInit(&skey[2], 3, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(key->part));
-	ScanKeyInit(&skey[3], 4, BTEqualStrategyNumber, F_TEXTEQ, PointerGetDatum(RlStateKeyParams(key)));
-	skey[3].sk_collation = t->index->rd_indcollation[3];
-	scan = RlIndexBeginScan(t->rel, t->index, snapshot, KEY_COLUMNS);
 
 	for (;;)
 	{
 		TransactionId xwait;
 
-		index_rescan(scan, skey, KEY_COLUMNS, NULL, 0);
-		found = index_getnext_slot(scan, ForwardScanDirection, slot);
+		found = FetchAtHint(t, key, snapshot) ||
+			FetchThroughIndex(t, key, snapshot, &scan, skey);
 		if (!found || peek)
 			break;
 		xwait = TransactionIdIsValid(dirty.xmin) ? dirty.xmin : dirty.xmax;
@@ -200,7 +293,8 @@ FindRow(DirectTable *t, const RlStateKey *key, bool peek, RlStateRow *row, ItemP
 			ReadRowFromSlot(slot, row);
 		ItemPointerCopy(&slot->tts_tid, tid);
 	}
-	index_endscan(scan);
+	if (scan != NULL)
+		index_endscan(scan);
 	if (peek)
 		UnregisterSnapshot(snapshot);
 	return found;
@@ -329,6 +423,7 @@ DirectInsert(void *handle, const RlStateKey *key, const RlStateRow *row, RlRowRe
 		StoreRowInSlot(t->slot, key, row);
 		ExecSimpleRelationInsert(rri, estate, t->slot);
 		ItemPointerCopy(&t->slot->tts_tid, &ref->tid);
+		RlRowHintSet(t->rel, key, &ref->tid);
 		ref->locked = true;		/* our uncommitted row blocks other writers */
 		FreeStateTableEState(estate, rri);
 		inserted = true;
@@ -375,6 +470,8 @@ DirectReplace(void *handle, const RlStateKey *key, const RlStateRow *row, RlRowR
 
 		RlInsertIndexTuplesAfterUpdate(rri, slot, estate, update_indexes);
 		FreeStateTableEState(estate, rri);
+		/* The new version starts a chain of its own. */
+		RlRowHintSet(t->rel, key, &slot->tts_tid);
 	}
 	ItemPointerCopy(&slot->tts_tid, &ref->tid);
 	ref->locked = true;
@@ -402,6 +499,7 @@ DirectRemove(void *handle, const RlStateKey *key)
 		switch (result)
 		{
 			case TM_Ok:
+				RlRowHintForget(t->rel, key);
 				CommandCounterIncrement();
 				return true;
 			case TM_SelfModified:	/* already deleted by this command */

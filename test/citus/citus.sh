@@ -169,7 +169,7 @@ check "(r) ratelimit.state is distributed by key" "distributed by key" "$(table_
 check "(r) ratelimit.zone is a reference table" reference "$(table_kind ratelimit.zone)"
 check "(r) ratelimit.history is distributed by key" "distributed by key" "$(table_kind ratelimit.history)"
 if [ "$(C "SELECT to_regclass('ratelimit.durable_state') IS NOT NULL")" = t ]; then
-	check "(r) ratelimit.durable_state is distributed by key, colocated with the state" "distributed by key|true" \
+	check "(r) ratelimit.durable_state is distributed by key, colocated with the state" "distributed by key|t" \
 		"$(table_kind ratelimit.durable_state)|$(C "SELECT d.colocationid = s.colocationid FROM pg_dist_partition d, pg_dist_partition s
 		   WHERE d.logicalrelid = 'ratelimit.durable_state'::regclass AND s.logicalrelid = 'ratelimit.state'::regclass")"
 fi

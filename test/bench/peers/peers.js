@@ -9,6 +9,8 @@
 //                @acpr/rate-limit-postgresql's PostgresStore (aggregated),
 //                whose increment(key) is what the middleware calls per request
 //   rl_table     SELECT (rl_limit('peers_table', $1)).allowed
+//   rl_durable   the same on zone 'peers_durable' (durable => true: a logged
+//                table, as both peers' tables are)
 //   rl_shmem     the same on zone 'peers_shmem' (the shmem store)
 //
 //   node peers.js check
@@ -21,13 +23,15 @@
 //       limits out of reach, so every call writes; random keys of 10,000,
 //       and one hot key; the variants interleaved in slices of SECONDS,
 //       ROUNDS rounds, the order turned round every other round.  Prints one
-//       JSON line per slice, then a Markdown table of medians.
+//       JSON line per slice, then a Markdown table of medians; with
+//       PEERS_PLOT_DAT set, also writes the medians of the random-key runs
+//       there, one line per client count (gnuplot's input).
 const { Pool } = require('pg');
 const { RateLimiterPostgres } = require('rate-limiter-flexible');
 const { PostgresStore } = require('@acpr/rate-limit-postgresql');
 
 const KEYS = 10000;
-const VARIANTS = ['select1', 'rlf', 'erl', 'rl_table', 'rl_shmem'];
+const VARIANTS = ['select1', 'rlf', 'erl', 'rl_table', 'rl_durable', 'rl_shmem'];
 
 function sleep(ms) {
   return new Promise((resolve) => setTimeout(resolve, ms));
@@ -62,6 +66,7 @@ async function makeLimiters(connections, points, windowSeconds, tag) {
     text: `SELECT (rl_limit('${zone}', $1)).allowed AS allowed`,
   });
   const table = zoneCall('peers_table');
+  const durable = zoneCall('peers_durable');
   const shmem = zoneCall('peers_shmem');
   return {
     decide: {
@@ -74,6 +79,7 @@ async function makeLimiters(connections, points, windowSeconds, tag) {
         }),
       erl: async (key) => (await erl.increment(key)).totalHits <= points,
       rl_table: async (key) => (await pool.query({ ...table, values: [key] })).rows[0].allowed,
+      rl_durable: async (key) => (await pool.query({ ...durable, values: [key] })).rows[0].allowed,
       rl_shmem: async (key) => (await pool.query({ ...shmem, values: [key] })).rows[0].allowed,
     },
     close: async () => {
@@ -148,13 +154,17 @@ async function bench(clientCounts, seconds, rounds) {
     await limiters.close();
   }
   console.log('');
-  console.log('| clients | ' + VARIANTS.join(' | ') + ' | rl_table / rlf | rl_shmem / rlf |');
-  console.log('| --- |' + ' ---: |'.repeat(VARIANTS.length + 2));
+  const ratios = ['rl_table', 'rl_durable', 'rl_shmem'];
+  console.log('| clients | ' + VARIANTS.join(' | ') + ' | ' + ratios.map((v) => `${v} / rlf`).join(' | ') + ' |');
+  console.log('| --- |' + ' ---: |'.repeat(VARIANTS.length + ratios.length));
+  const plot = ['clients\t' + VARIANTS.join('\t')];
   for (const [label, byVariant] of Object.entries(rates)) {
     const m = Object.fromEntries(VARIANTS.map((v) => [v, median(byVariant[v])]));
-    console.log(`| ${label} | ` + VARIANTS.map((v) => Math.round(m[v])).join(' | ') +
-      ` | ${(m.rl_table / m.rlf).toFixed(2)}× | ${(m.rl_shmem / m.rlf).toFixed(2)}× |`);
+    console.log(`| ${label} | ` + VARIANTS.map((v) => Math.round(m[v])).join(' | ') + ' | ' +
+      ratios.map((v) => `${(m[v] / m.rlf).toFixed(2)}×`).join(' | ') + ' |');
+    if (!label.includes('hot')) plot.push(label + '\t' + VARIANTS.map((v) => Math.round(m[v])).join('\t'));
   }
+  if (process.env.PEERS_PLOT_DAT) require('fs').writeFileSync(process.env.PEERS_PLOT_DAT, plot.join('\n') + '\n');
 }
 
 async function main() {

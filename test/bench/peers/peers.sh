@@ -10,7 +10,16 @@
 #   bash test/bench/peers/peers.sh --bench [CLIENTS SECONDS ROUNDS]
 #       the benchmark too (default "1,4,16" 1 5): decisions per second,
 #       interleaved slices; raw lines and the table in
-#       test/bench/out/peers.txt
+#       test/bench/out/peers.txt, the plot (random keys, decisions per
+#       second by client count) in test/bench/peers.png
+#
+# The server runs with PostgreSQL's defaults for durability (fsync on,
+# synchronous_commit on), as users run it: both peers keep their counts in
+# logged tables, so each of their decisions waits for a WAL flush, as a
+# durable zone's does (rl_durable); the default zones are unlogged.  With
+# PEERS_FSYNC=off the server runs with fsync off instead (no flush waits
+# for anyone: the CPU cost of each limiter alone); the output files are
+# then peers-fsync-off.txt and peers-fsync-off.png.
 #
 # Where node or npm is missing, or npm ci fails (no registry), prints
 # "# SKIP peers: <why>" and exits 0: skipped, never passed.
@@ -33,11 +42,18 @@ if ! (cd "$HERE" && npm ci --no-audit --no-fund </dev/null >"$log" 2>&1); then
 fi
 rm -f "$log"
 
-RL_PRELOAD=ratelimit rl_cluster_start peers "fsync = off" "max_connections = 200" >/dev/null
+FSYNC=${PEERS_FSYNC:-on}
+case $FSYNC in
+	on) SUFFIX= ;;
+	off) SUFFIX=-fsync-off ;;
+	*) rl_die "PEERS_FSYNC must be on or off, not '$FSYNC'" ;;
+esac
+RL_PRELOAD=ratelimit rl_cluster_start peers "fsync = $FSYNC" "max_connections = 200" >/dev/null
 rl_psql -d postgres -c "CREATE DATABASE $DB" >/dev/null
 # fixed_window, as the two peers count: a window's count against a limit.
 rl_psql -d "$DB" -q -c "CREATE EXTENSION ratelimit" \
 	-c "SELECT rl_zone_set('peers_table', 'fixed_window', 20, '1 hour'),
+	           rl_zone_set('peers_durable', 'fixed_window', 20, '1 hour', durable => true),
 	           rl_zone_set('peers_shmem', 'fixed_window', 20, '1 hour', store => 'shmem')" >/dev/null
 export PGDATABASE=$DB
 
@@ -47,14 +63,46 @@ status=$?
 [ "$status" -eq 0 ] || exit "$status"
 
 if [ "${1:-}" = --bench ]; then
-	out=$RL_ROOT/test/bench/out/peers.txt
+	out=$RL_ROOT/test/bench/out/peers$SUFFIX.txt
+	plot=$RL_ROOT/test/bench/peers$SUFFIX.png
+	dat=$(mktemp)
 	mkdir -p "$(dirname "$out")"
 	# Limits out of reach: every call writes.
 	rl_psql -d "$DB" -q -c "SELECT rl_zone_set('peers_table', rate => 1000000000),
+	                               rl_zone_set('peers_durable', rate => 1000000000),
 	                               rl_zone_set('peers_shmem', rate => 1000000000)" >/dev/null
 	{
-		echo "# test/bench/peers/peers.sh --bench ${2:-1,4,16} ${3:-1} ${4:-5}, $(date -u '+%Y-%m-%d %H:%M UTC')"
-		echo "# $("$RL_PG_BIN/postgres" --version), node $(node --version), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+		echo "# PEERS_FSYNC=$FSYNC test/bench/peers/peers.sh --bench ${2:-1,4,16} ${3:-1} ${4:-5}, $(date -u '+%Y-%m-%d %H:%M UTC')"
+		echo "# $("$RL_PG_BIN/postgres" --version), fsync $FSYNC, synchronous_commit on, node $(node --version), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 	} >"$out"
-	(cd "$HERE" && node peers.js bench "${2:-1,4,16}" "${3:-1}" "${4:-5}") | tee -a "$out" | grep -v '^{'
+	(cd "$HERE" && PEERS_PLOT_DAT=$dat node peers.js bench "${2:-1,4,16}" "${3:-1}" "${4:-5}") |
+		tee -a "$out" | grep -v '^{'
+	[ "${PIPESTATUS[0]}" -eq 0 ] || rl_die "the benchmark failed"
+	echo "# load at the end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out"
+	rl_install_packages gnuplot-nox >/dev/null 2>&1 || true
+	if command -v gnuplot >/dev/null; then
+		gnuplot <<GNUPLOT
+set terminal pngcairo size 900,600 font "sans,10" noenhanced
+set output '$plot'
+set title "Decisions per second by client count: one Node process, a pg Pool, 10,000 random keys,\nevery call written; fsync $FSYNC; $(nproc) cores shared by Node and PostgreSQL"
+set xlabel "clients (pool connections = concurrent workers)"
+set ylabel "decisions per second"
+set logscale x 2
+set xtics (${2:-1,4,16})
+set xrange [0.8:$(( $(tr ',' '\n' <<<"${2:-1,4,16}" | sort -n | tail -1) * 5 / 4 + 1 ))]
+set yrange [0:*]
+set grid
+set key outside right
+plot '$dat' using 1:2 with linespoints lc rgb '#555555' dt 2 lw 1.5 pt 1 title 'SELECT 1 (the floor of a round trip)', \
+     '' using 1:3 with linespoints lc rgb '#d62728' lw 2 pt 5 title 'rate-limiter-flexible (RateLimiterPostgres)', \
+     '' using 1:4 with linespoints lc rgb '#e377c2' lw 2 pt 6 title 'express-rate-limit + rate-limit-postgresql', \
+     '' using 1:5 with linespoints lc rgb '#ff7f0e' lw 2.5 pt 8 title 'rl_limit, table store', \
+     '' using 1:6 with linespoints lc rgb '#2ca02c' lw 2 pt 4 title 'rl_limit, durable zone', \
+     '' using 1:7 with linespoints lc rgb '#1f77b4' lw 3 pt 7 title 'rl_limit, shmem store'
+GNUPLOT
+		[ -s "$plot" ] && echo "# plot: $plot"
+	else
+		echo "# no gnuplot: no plot (apt-get install gnuplot-nox)"
+	fi
+	rm -f "$dat"
 fi

@@ -1,0 +1,55 @@
+-- Where a key's row was last found.  The direct path remembers, per key,
+-- the place (TID) its row was last found at and looks there first, instead
+-- of through the primary key (src/store/row_hint.c).  A remembered place
+-- can go wrong in two ways, each made to happen here on purpose:
+--   1. VACUUM frees the key's row and another key's new row takes the same
+--      place: the call must decide on its own key (a new bucket), and leave
+--      the other key's row alone;
+--   2. VACUUM cuts the table's empty tail and the place is past its end:
+--      the call must decide, not fail reading a block that is gone.
+-- On the SPI path nothing is remembered: the same calls give the same
+-- results.  On a fixed test clock; the comments give each result.
+SET ratelimit.now_override = '2026-05-01 00:00:00+00';
+SELECT rl_zone_set('rh', 'token_bucket', 10, '1 minute');
+-- The test needs the state table to itself: its rows' places are the point.
+TRUNCATE ratelimit.state;
+
+-------------------------------------------------------------------------
+-- 1. Key a's row is deleted, VACUUM frees its place, key b's row takes it.
+-------------------------------------------------------------------------
+-- Three calls on a (three transactions): 9, 8, 7 remaining.
+SELECT (rl_limit('rh', 'rh:a')).remaining;
+SELECT (rl_limit('rh', 'rh:a')).remaining;
+SELECT (rl_limit('rh', 'rh:a')).remaining;
+DELETE FROM ratelimit.state WHERE key = 'rh:a';
+VACUUM ratelimit.state;
+-- b's new row: 9 remaining, in the place where a's chain of versions began
+-- (the first line of the first page: a's row was the table's first).
+SELECT (rl_limit('rh', 'rh:b')).remaining;
+SELECT ctid = '(0,1)' AS b_took_the_first_place FROM ratelimit.state WHERE key = 'rh:b';
+-- a again: a new bucket (9), not b's row taken for a's.
+SELECT (rl_limit('rh', 'rh:a')).remaining;
+-- b kept its 9, and each key has exactly one row.
+SELECT key, tokens FROM ratelimit.state WHERE zone_id = (SELECT zone_id FROM ratelimit.zone WHERE zone = 'rh')
+ ORDER BY key;
+-- b's next call: 8.
+SELECT (rl_limit('rh', 'rh:b')).remaining;
+
+-------------------------------------------------------------------------
+-- 2. The table shrinks under a remembered place.
+-------------------------------------------------------------------------
+TRUNCATE ratelimit.state;
+-- 400 keys fill several pages; key 400's row is on the last one.
+SELECT count(*) FILTER (WHERE (rl_limit('rh', 'rh:' || i)).allowed) AS admitted
+  FROM generate_series(1, 400) i;
+SELECT pg_relation_size('ratelimit.state') / current_setting('block_size')::int > 2 AS several_pages;
+SELECT (rl_limit('rh', 'rh:400')).remaining;
+DELETE FROM ratelimit.state;
+VACUUM ratelimit.state;
+SELECT pg_relation_size('ratelimit.state') AS size_after_vacuum;
+-- A new bucket: 9 remaining, no error.
+SELECT (rl_limit('rh', 'rh:400')).remaining;
+SELECT (rl_limit('rh', 'rh:400')).remaining;
+
+SELECT rl_zone_drop('rh');
+RESET ratelimit.now_override;

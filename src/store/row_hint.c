@@ -1,0 +1,143 @@
+/*
+ * row_hint.c -- where the direct path last found each key's row.
+ *
+ * A call's lookup through the primary key (four columns, text compared
+ * through fmgr) was the largest part of a decision on the direct path.  The
+ * index entry of a row points to the root of its HOT chain, and that root
+ * stays put while the row is updated in place; so this backend remembers,
+ * per key, the root TID the index last gave, and the next lookup of the key
+ * follows that chain first.
+ *
+ * A hint is only ever a place to look: row_direct.c checks that the tuple it
+ * finds there is visible and holds exactly the key (the line pointer may
+ * have been freed by VACUUM and reused by another key's row), and looks the
+ * key up through the index whenever the hint finds nothing.  So a stale or
+ * wrong hint costs a wasted page visit, never a wrong decision.
+ *
+ * Entries are identified by a 64-bit hash of the key (relation, zone, part,
+ * key text, params) and hold no copy of the key: a collision is one more
+ * hint that does not match.  The table is bounded; when full it starts over.
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "common/hashfn.h"
+#include "storage/bufmgr.h"
+#include "storage/proc.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+
+#include "base/pg_compat.h"
+#include "store/row_hint.h"
+
+/* About 40 bytes an entry: 4 MB at most per backend. */
+#define MAX_HINTS 100000
+
+typedef struct RowHint
+{
+	uint64		hash;			/* the hash table's key */
+	ItemPointerData tid;
+} RowHint;
+
+static HTAB *hints = NULL;
+
+/* rel's size, read once per (sub)transaction that holds rel locked. */
+static Oid	size_relid = InvalidOid;
+static Oid	size_file = InvalidOid;
+static LocalTransactionId size_lxid = InvalidLocalTransactionId;
+static SubTransactionId size_subid = InvalidSubTransactionId;
+static BlockNumber size_blocks = 0;
+
+static uint64
+HintHash(Relation rel, const RlStateKey *key)
+{
+	const text *params = RlStateKeyParams(key);
+	uint64		seed = ((uint64) RelationGetRelid(rel) << 32) ^
+		((uint64) (uint32) key->zone_id << 8) ^ (uint32) key->part;
+	uint64		hash = hash_bytes_extended((const unsigned char *) VARDATA_ANY(key->key),
+										   VARSIZE_ANY_EXHDR(key->key), seed);
+
+	return hash_bytes_extended((const unsigned char *) VARDATA_ANY(params),
+							   VARSIZE_ANY_EXHDR(params), hash);
+}
+
+static void
+EnsureHints(void)
+{
+	HASHCTL		ctl;
+
+	if (hints != NULL && hash_get_num_entries(hints) < MAX_HINTS)
+		return;
+	if (hints != NULL)
+		hash_destroy(hints);
+	ctl.keysize = sizeof(uint64);
+	ctl.entrysize = sizeof(RowHint);
+	ctl.hcxt = TopMemoryContext;
+	hints = hash_create("ratelimit row hints", 1024, &ctl,
+						HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+}
+
+bool
+RlRowHintGet(Relation rel, const RlStateKey *key, ItemPointer tid)
+{
+	uint64		hash;
+	RowHint    *hint;
+
+	if (hints == NULL)
+		return false;
+	hash = HintHash(rel, key);
+	hint = hash_search(hints, &hash, HASH_FIND, NULL);
+	if (hint == NULL)
+		return false;
+	ItemPointerCopy(&hint->tid, tid);
+	return true;
+}
+
+void
+RlRowHintSet(Relation rel, const RlStateKey *key, ItemPointer tid)
+{
+	uint64		hash = HintHash(rel, key);
+	RowHint    *hint;
+
+	EnsureHints();
+	hint = hash_search(hints, &hash, HASH_ENTER, NULL);
+	ItemPointerCopy(tid, &hint->tid);
+}
+
+void
+RlRowHintForget(Relation rel, const RlStateKey *key)
+{
+	uint64		hash;
+
+	if (hints == NULL)
+		return;
+	hash = HintHash(rel, key);
+	(void) hash_search(hints, &hash, HASH_REMOVE, NULL);
+}
+
+/*
+ * Reading a block past the end of a relation is an error, and VACUUM
+ * truncates empty tail pages.  But it needs an ACCESS EXCLUSIVE lock for
+ * that, which waits for our ROW EXCLUSIVE one: a size read while we hold the
+ * lock stays a lower bound until the lock goes, at the end of the
+ * (sub)transaction that took it.  So the size is read once per relation file
+ * and subtransaction, not once per call.
+ */
+bool
+RlRowHintBlockExists(Relation rel, BlockNumber block)
+{
+	if (RelationGetRelid(rel) != size_relid ||
+		RlRelationFileNumber(rel) != size_file ||
+		RlMyLocalTransactionId() != size_lxid ||
+		GetCurrentSubTransactionId() != size_subid ||
+		block >= size_blocks)
+	{
+		size_relid = RelationGetRelid(rel);
+		size_file = RlRelationFileNumber(rel);
+		size_lxid = RlMyLocalTransactionId();
+		size_subid = GetCurrentSubTransactionId();
+		size_blocks = RelationGetNumberOfBlocks(rel);
+	}
+	return block < size_blocks;
+}
