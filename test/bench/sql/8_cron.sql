@@ -32,6 +32,11 @@ CREATE TABLE bench.cron_plan (
     buffers  text             -- the UPDATE's buffers
 );
 
+-- rl_zone_set refuses refill => 'cron' where no pg_cron job could run it:
+-- pg_cron must be created in this database (the bench cluster preloads it
+-- with cron.database_name = 'postgres').  No job is scheduled.
+CREATE EXTENSION IF NOT EXISTS pg_cron;
+
 \if :zones
 \else
 SELECT rl_zone_set('bench_token_bucket', 'token_bucket', :zone_rate, interval :'zone_period');
@@ -49,14 +54,15 @@ SELECT rl_zone_set('bench_cron_b', 'token_bucket', 1, interval '1 minute', burst
 UPDATE ratelimit.zone SET refill_tick = interval '1 minute' WHERE zone IN ('bench_cron_a', 'bench_cron_b');
 
 -- Run (C) of 8_cron_refill.sql: rl_cron_refill as installed, with the
--- UPDATE's WHERE on the zone and the tokens instead of the partial index's
--- predicate, and index scans off: the primary key (key, zone_id, part, params) does
+-- UPDATE's WHERE on the zone and the tokens (below the capacity, $2 of its
+-- dynamic statement) instead of the partial index's predicate, and index
+-- scans off: the primary key (key, zone_id, part, params) does
 -- not lead with zone_id, so without state_refill_idx the UPDATE reads the
 -- whole table.  Made from rl_cron_refill's own source, so that it stays the
 -- same UPDATE whatever rl_cron_refill becomes.
-SELECT bench.fail_if('rl_cron_refill', 'its UPDATE no longer ends with "AND s.refill_pending;": adapt 8_cron.sql')
+SELECT bench.fail_if('rl_cron_refill', 'its UPDATE no longer ends with "AND s.refill_pending$sql$": adapt 8_cron.sql')
   FROM pg_proc
- WHERE oid = 'rl_cron_refill(text)'::regprocedure AND prosrc NOT LIKE '%AND s.refill_pending;%';
+ WHERE oid = 'rl_cron_refill(text)'::regprocedure AND prosrc NOT LIKE '%AND s.refill_pending$sql$%';
 SELECT format($$CREATE FUNCTION bench.cron_refill_seqscan(zone text)
 RETURNS bigint
 LANGUAGE plpgsql
@@ -65,7 +71,7 @@ SET enable_indexscan = off
 SET enable_bitmapscan = off
 SET enable_indexonlyscan = off
 AS %L$$,
-              replace(replace(prosrc, 'AND s.refill_pending;', 'AND s.tokens < cap;'),
+              replace(replace(prosrc, 'AND s.refill_pending$sql$', 'AND s.tokens < $2$sql$'),
                       'rl_cron_refill.zone', 'cron_refill_seqscan.zone'))
   FROM pg_proc
  WHERE oid = 'rl_cron_refill(text)'::regprocedure

@@ -5,11 +5,13 @@
 -- Variables: variant, log.
 
 WITH block AS (
-    -- The lines after "Query Text: UPDATE ratelimit.state ...".
+    -- The lines after "UPDATE ratelimit.state ...": on the "Query Text:" line
+    -- itself, or on the next (rl_cron_refill's UPDATE is a dynamic statement
+    -- that begins with a line break).
     SELECT l.line, l.n
       FROM regexp_split_to_table(:'log', E'\n') WITH ORDINALITY AS l(line, n)
      WHERE l.n > (SELECT min(n) FROM regexp_split_to_table(:'log', E'\n') WITH ORDINALITY AS q(line, n)
-                   WHERE q.line LIKE '%Query Text: UPDATE ratelimit.state%')
+                   WHERE q.line ~ '(Query Text: |^ *)UPDATE ratelimit\.state')
 ), found AS (
     SELECT (SELECT regexp_replace(regexp_replace(line, '^ *(->  *)?', ''), '  *\(cost=[^)]*\)', '')
               FROM block WHERE line LIKE '%Scan%' ORDER BY n LIMIT 1) AS scan,
