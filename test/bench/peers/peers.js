@@ -157,7 +157,7 @@ async function bench(clientCounts, seconds, rounds) {
   const ratios = ['rl_table', 'rl_durable', 'rl_shmem'];
   console.log('| clients | ' + VARIANTS.join(' | ') + ' | ' + ratios.map((v) => `${v} / rlf`).join(' | ') + ' |');
   console.log('| --- |' + ' ---: |'.repeat(VARIANTS.length + ratios.length));
-  const plot = ['clients\t' + VARIANTS.join('\t')];
+  const plot = [`# ${process.env.PEERS_PLOT_NOTE || ''}`, 'clients\t' + VARIANTS.join('\t')];
   for (const [label, byVariant] of Object.entries(rates)) {
     const m = Object.fromEntries(VARIANTS.map((v) => [v, median(byVariant[v])]));
     console.log(`| ${label} | ` + VARIANTS.map((v) => Math.round(m[v])).join(' | ') + ' | ' +
