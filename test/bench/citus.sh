@@ -23,7 +23,18 @@
 #            (k text primary key, n bigint) of 10,000 rows
 #   select1  SELECT 1 through the coordinator
 #   plain    ours on the plain node
-# The table gives each variant's median tps over the rounds.  Then, once:
+# and the call forms Citus does not delegate (the coordinator decides them),
+# on zone 'benchcf' (the same bucket, its own 10,000 keys, made first):
+#   expr     SELECT rl_limit('benchcf', 'k' || (1 + floor(random() * 10000))::int):
+#            the key an expression the statement computes
+#   field    SELECT (rl_limit('benchcf', 'k' || :k)).allowed
+#   multi    SELECT rl_limit('benchcf', 'k' || :k), rl_limit('benchcf', 'k' || :k2):
+#            two calls in one statement (two decisions a transaction)
+#   block    BEGIN; SELECT rl_limit('benchcf', 'k' || :k); COMMIT;
+#   update_block  BEGIN; the router UPDATE; COMMIT;  (what block is held to)
+# The tables give each variant's median tps over the rounds, and each call
+# form's decisions per second against the router UPDATE's (block: against
+# update_block).  Then, once:
 # the time of one call connected straight to worker 1, on the keys whose
 # shard is there (SELECT count(rl_limit('bench', k)) FROM those keys,
 # median of 3 runs), beside the same statement on the plain node.
@@ -67,6 +78,9 @@ for port in "$C_PORT" "$P_PORT"; do
 		"SELECT count(*) FILTER (WHERE (rl_limit('bench', 'k' || g)).allowed) FROM generate_series(1, $KEYS) g")
 	[ "$(tail -1 <<<"$out")" = "$KEYS" ] || rl_die "making the keys failed on :$port: $out"
 done
+out=$(on "$C_PORT" "SELECT rl_zone_set('benchcf', 'token_bucket', 1e9, '1 second')" \
+	"SELECT count(*) FILTER (WHERE (rl_limit('benchcf', 'k' || g)).allowed) FROM generate_series(1, $KEYS) g")
+[ "$(tail -1 <<<"$out")" = "$KEYS" ] || rl_die "making the call forms' keys failed: $out"
 out=$(on "$C_PORT" 'SET client_min_messages = warning' \
 	'CREATE UNLOGGED TABLE bench_counter (k text PRIMARY KEY, n bigint NOT NULL)' \
 	"SELECT create_distributed_table('bench_counter', 'k', colocate_with := 'none')" \
@@ -79,7 +93,12 @@ on "$C_PORT" 'VACUUM ANALYZE bench_counter' >/dev/null
 printf '\\set k random(1, %d)\nSELECT rl_limit('"'bench'"', '"'k'"' || :k);\n' "$KEYS" >"$OUT/ours.pgbench"
 printf '\\set k random(1, %d)\nUPDATE bench_counter SET n = n + 1 WHERE k = '"'k'"' || :k;\n' "$KEYS" >"$OUT/update.pgbench"
 printf 'SELECT 1;\n' >"$OUT/select1.pgbench"
-VARIANTS=(ours update select1 plain)
+printf 'SELECT rl_limit('"'benchcf'"', '"'k'"' || (1 + floor(random() * %d))::int);\n' "$KEYS" >"$OUT/expr.pgbench"
+printf '\\set k random(1, %d)\nSELECT (rl_limit('"'benchcf'"', '"'k'"' || :k)).allowed;\n' "$KEYS" >"$OUT/field.pgbench"
+printf '\\set k random(1, %d)\n\\set k2 random(1, %d)\nSELECT rl_limit('"'benchcf'"', '"'k'"' || :k), rl_limit('"'benchcf'"', '"'k'"' || :k2);\n' "$KEYS" "$KEYS" >"$OUT/multi.pgbench"
+printf '\\set k random(1, %d)\nBEGIN;\nSELECT rl_limit('"'benchcf'"', '"'k'"' || :k);\nCOMMIT;\n' "$KEYS" >"$OUT/block.pgbench"
+printf '\\set k random(1, %d)\nBEGIN;\nUPDATE bench_counter SET n = n + 1 WHERE k = '"'k'"' || :k;\nCOMMIT;\n' "$KEYS" >"$OUT/update_block.pgbench"
+VARIANTS=(ours update select1 plain expr field multi block update_block)
 port_of() { [ "$1" = plain ] && echo "$P_PORT" || echo "$C_PORT"; }
 script_of() { [ "$1" = plain ] && echo "$OUT/ours.pgbench" || echo "$OUT/$1.pgbench"; }
 
@@ -116,6 +135,14 @@ echo "# zone 'bench' allowed/refused on the coordinator, worker 1, worker 2, pla
 grep -qE '(^| )[0-9]+/[1-9]' <<<"$counts" && rl_die "some call was refused"
 [ "${counts%%/*}" = "$KEYS" ] || rl_die "measured calls were decided on the coordinator (it decided ${counts%%/*}, the $KEYS that made the keys expected)"
 
+# The call forms: every call admitted, and where each was decided.
+counts=""
+for port in "$C_PORT" "$W1_PORT" "$W2_PORT"; do
+	counts+="$(on "$port" "SELECT coalesce(sum(s.allowed), 0) || '/' || coalesce(sum(s.refused), 0) FROM ratelimit.shmem_counters() s JOIN ratelimit.zone z USING (zone_id) WHERE z.zone = 'benchcf'") "
+done
+echo "# zone 'benchcf' (the call forms) allowed/refused on the coordinator, worker 1, worker 2: $counts"
+grep -qE '(^| )[0-9]+/[1-9]' <<<"$counts" && rl_die "some call form's call was refused"
+
 echo
 echo "| clients | ours tps | router UPDATE tps | ratio ours/UPDATE | SELECT 1 tps | plain node tps |"
 echo "| ---: | ---: | ---: | ---: | ---: | ---: |"
@@ -124,6 +151,20 @@ for c in $CLIENTS; do
 	s=$(median "${TPS[select1,$c]}") p=$(median "${TPS[plain,$c]}")
 	awk -v c="$c" -v o="$o" -v u="$u" -v s="$s" -v p="$p" \
 		'BEGIN { printf "| %d | %.0f | %.0f | %.2f | %.0f | %.0f |\n", c, o, u, o / u, s, p }'
+done
+
+echo
+echo "Every call form, decisions per second against a router UPDATE by key (a call in \`BEGIN … COMMIT\`: against the UPDATE in one):"
+echo
+echo "| clients | delegated \`SELECT rl_limit(…)\` | key an expression | \`(rl_limit(…)).allowed\` | two calls in a statement | in \`BEGIN … COMMIT\` | router UPDATE | UPDATE in \`BEGIN … COMMIT\` |"
+echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+for c in $CLIENTS; do
+	u=$(median "${TPS[update,$c]}") ub=$(median "${TPS[update_block,$c]}")
+	o=$(median "${TPS[ours,$c]}") e=$(median "${TPS[expr,$c]}") f=$(median "${TPS[field,$c]}")
+	m=$(median "${TPS[multi,$c]}") b=$(median "${TPS[block,$c]}")
+	awk -v c="$c" -v u="$u" -v ub="$ub" -v o="$o" -v e="$e" -v f="$f" -v m="$m" -v b="$b" \
+		'BEGIN { printf "| %d | %.0f (%.2f×) | %.0f (%.2f×) | %.0f (%.2f×) | %.0f (%.2f×) | %.0f (%.2f×) | %.0f | %.0f |\n",
+		         c, o, o / u, e, e / u, f, f / u, 2 * m, 2 * m / u, b, b / ub, u, ub }'
 done
 
 # One call's time straight on worker 1, on its own keys.
