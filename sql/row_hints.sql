@@ -51,5 +51,17 @@ SELECT pg_relation_size('ratelimit.state') AS size_after_vacuum;
 SELECT (rl_limit('rh', 'rh:400')).remaining;
 SELECT (rl_limit('rh', 'rh:400')).remaining;
 
+-------------------------------------------------------------------------
+-- 3. More keys than a backend remembers (100,000): the places are
+-- forgotten and remembered again, and every call still decides right.
+-------------------------------------------------------------------------
+TRUNCATE ratelimit.state;
+SELECT count(*) FILTER (WHERE (rl_limit('rh', 'rh:' || i)).allowed) AS admitted
+  FROM generate_series(1, 100001) i;
+-- The first key and the last: 8 each (their second call).
+SELECT (rl_limit('rh', 'rh:1')).remaining AS first, (rl_limit('rh', 'rh:100001')).remaining AS last;
+SELECT count(*) AS rows FROM ratelimit.state;
+TRUNCATE ratelimit.state;
+
 SELECT rl_zone_drop('rh');
 RESET ratelimit.now_override;
