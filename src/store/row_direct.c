@@ -21,7 +21,6 @@
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/pg_collation_d.h"
-#include "common/hashfn.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
@@ -161,17 +160,6 @@ ReadRowFromSlot(TupleTableSlot *slot, RlStateRow *row)
 	row->refill_pending = DatumGetBool(slot_getattr(slot, REFILL_ATTNUM, &isnull)) && !isnull;
 }
 
-/* Whether a stored text column holds exactly wanted's bytes ("C" equality). */
-static bool
-SameText(Datum stored, const text *wanted)
-{
-	text	   *value = DatumGetTextPP(stored);
-	int			len = VARSIZE_ANY_EXHDR(value);
-
-	return len == (int) VARSIZE_ANY_EXHDR(wanted) &&
-		memcmp(VARDATA_ANY(value), VARDATA_ANY(wanted), len) == 0;
-}
-
 /* Whether the row in the slot is key's: the primary key's four columns. */
 static bool
 SlotHoldsKey(TupleTableSlot *slot, const RlStateKey *key)
@@ -180,8 +168,9 @@ SlotHoldsKey(TupleTableSlot *slot, const RlStateKey *key)
 
 	return DatumGetInt32(slot_getattr(slot, ZONE_ATTNUM, &isnull)) == key->zone_id &&
 		DatumGetInt32(slot_getattr(slot, PART_ATTNUM, &isnull)) == key->part &&
-		SameText(slot_getattr(slot, KEY_ATTNUM, &isnull), key->key) &&
-		SameText(slot_getattr(slot, PARAMS_ATTNUM, &isnull), RlStateKeyParams(key));
+		RlSameText(DatumGetTextPP(slot_getattr(slot, KEY_ATTNUM, &isnull)), key->key) &&
+		RlSameText(DatumGetTextPP(slot_getattr(slot, PARAMS_ATTNUM, &isnull)),
+				   RlStateKeyParams(key));
 }
 
 /*
@@ -393,13 +382,7 @@ DirectFetch(void *handle, const RlStateKey *key, RlFetchMode mode, RlStateRow *r
 static void
 KeyInsertLockTag(LOCKTAG *tag, Oid relid, const RlStateKey *key)
 {
-	const text *params = RlStateKeyParams(key);
-	uint64		seed = ((uint64) relid << 32) ^ ((uint64) (uint32) key->zone_id << 16) ^ (uint32) key->part;
-	uint64		hash = hash_bytes_extended((const unsigned char *) VARDATA_ANY(key->key),
-										   VARSIZE_ANY_EXHDR(key->key), seed);
-
-	hash = hash_bytes_extended((const unsigned char *) VARDATA_ANY(params),
-							   VARSIZE_ANY_EXHDR(params), hash);
+	uint64		hash = RlStateKeyHash(relid, key);
 
 	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (hash >> 32), (uint32) hash,
 						 KEY_LOCK_CLASS);

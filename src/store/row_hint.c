@@ -21,7 +21,6 @@
 #include "postgres.h"
 
 #include "access/xact.h"
-#include "common/hashfn.h"
 #include "storage/bufmgr.h"
 #include "storage/proc.h"
 #include "utils/hsearch.h"
@@ -49,19 +48,6 @@ static LocalTransactionId size_lxid = InvalidLocalTransactionId;
 static SubTransactionId size_subid = InvalidSubTransactionId;
 static BlockNumber size_blocks = 0;
 
-static uint64
-HintHash(Relation rel, const RlStateKey *key)
-{
-	const text *params = RlStateKeyParams(key);
-	uint64		seed = ((uint64) RelationGetRelid(rel) << 32) ^
-		((uint64) (uint32) key->zone_id << 8) ^ (uint32) key->part;
-	uint64		hash = hash_bytes_extended((const unsigned char *) VARDATA_ANY(key->key),
-										   VARSIZE_ANY_EXHDR(key->key), seed);
-
-	return hash_bytes_extended((const unsigned char *) VARDATA_ANY(params),
-							   VARSIZE_ANY_EXHDR(params), hash);
-}
-
 static void
 EnsureHints(void)
 {
@@ -86,7 +72,7 @@ RlRowHintGet(Relation rel, const RlStateKey *key, ItemPointer tid)
 
 	if (hints == NULL)
 		return false;
-	hash = HintHash(rel, key);
+	hash = RlStateKeyHash(RelationGetRelid(rel), key);
 	hint = hash_search(hints, &hash, HASH_FIND, NULL);
 	if (hint == NULL)
 		return false;
@@ -97,7 +83,7 @@ RlRowHintGet(Relation rel, const RlStateKey *key, ItemPointer tid)
 void
 RlRowHintSet(Relation rel, const RlStateKey *key, ItemPointer tid)
 {
-	uint64		hash = HintHash(rel, key);
+	uint64		hash = RlStateKeyHash(RelationGetRelid(rel), key);
 	RowHint    *hint;
 
 	EnsureHints();
@@ -112,7 +98,7 @@ RlRowHintForget(Relation rel, const RlStateKey *key)
 
 	if (hints == NULL)
 		return;
-	hash = HintHash(rel, key);
+	hash = RlStateKeyHash(RelationGetRelid(rel), key);
 	(void) hash_search(hints, &hash, HASH_REMOVE, NULL);
 }
 

@@ -3,6 +3,8 @@
  */
 #include "postgres.h"
 
+#include "common/hashfn.h"
+
 #include "utils/memutils.h"
 
 #include "base/settings.h"
@@ -93,6 +95,26 @@ RlStateKeyParams(const RlStateKey *key)
 		SET_VARSIZE(none, VARHDRSZ);
 	}
 	return none;
+}
+
+uint64
+RlStateKeyHash(Oid relid, const RlStateKey *key)
+{
+	const text *params = RlStateKeyParams(key);
+	uint64		seed = ((uint64) relid << 32) ^ ((uint64) (uint32) key->zone_id << 16) ^ (uint32) key->part;
+	uint64		hash = hash_bytes_extended((const unsigned char *) VARDATA_ANY(key->key),
+										   VARSIZE_ANY_EXHDR(key->key), seed);
+
+	return hash_bytes_extended((const unsigned char *) VARDATA_ANY(params),
+							   VARSIZE_ANY_EXHDR(params), hash);
+}
+
+bool
+RlSameText(const text *a, const text *b)
+{
+	int			len = VARSIZE_ANY_EXHDR(a);
+
+	return len == (int) VARSIZE_ANY_EXHDR(b) && memcmp(VARDATA_ANY(a), VARDATA_ANY(b), len) == 0;
 }
 
 /* For what concerns a whole zone (its keys on this node). */

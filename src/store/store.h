@@ -52,6 +52,12 @@ typedef struct RlStateKey
 /* The params column of key's row: '' unless the key has parameters. */
 extern text *RlStateKeyParams(const RlStateKey *key);
 
+/* A 64-bit hash of key's row in relation relid (key, zone, part, params). */
+extern uint64 RlStateKeyHash(Oid relid, const RlStateKey *key);
+
+/* Whether two texts hold the same bytes (equality under the "C" collation). */
+extern bool RlSameText(const text *a, const text *b);
+
 #define RL_ZONE_ID_TOKEN_BUCKET 0
 #define RL_ZONE_ID_GCRA (-1)
 

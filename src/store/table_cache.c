@@ -57,25 +57,17 @@ HashKey(const void *key, Size keysize)
 	return hash_combine(hash, murmurhash32((uint32) k->part));
 }
 
-static bool
-SameText(const text *a, const text *b)
-{
-	int			len = VARSIZE_ANY_EXHDR(a);
-
-	return len == (int) VARSIZE_ANY_EXHDR(b) && memcmp(VARDATA_ANY(a), VARDATA_ANY(b), len) == 0;
-}
-
 static int
 MatchKey(const void *key1, const void *key2, Size keysize)
 {
 	const RlStateKey *a = key1;
 	const RlStateKey *b = key2;
 
-	if (a->zone_id != b->zone_id || a->part != b->part || !SameText(a->key, b->key))
+	if (a->zone_id != b->zone_id || a->part != b->part || !RlSameText(a->key, b->key))
 		return 1;
 	if (a->params == NULL || b->params == NULL)
 		return a->params != b->params;
-	return !SameText(a->params, b->params);
+	return !RlSameText(a->params, b->params);
 }
 
 /* A copy of a text or bytea (NULL stays NULL) in context. */

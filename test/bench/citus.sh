@@ -128,21 +128,28 @@ done
 
 median() { tr ' ' '\n' <<<"$1" | grep . | sort -g | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
+# allowed_refused ZONE PORT...: "allowed/refused" of ZONE's counters on each
+# node, in order, a space after each (the zone by name: ids differ between
+# the Citus cluster and the plain node).
+allowed_refused() {
+	local zone=$1 port counts=""
+	shift
+	for port in "$@"; do
+		counts+="$(on "$port" "SELECT coalesce(sum(s.allowed), 0) || '/' || coalesce(sum(s.refused), 0)
+		                         FROM ratelimit.shmem_counters() s JOIN ratelimit.zone z USING (zone_id)
+		                        WHERE z.zone = '$zone'") "
+	done
+	echo "$counts"
+}
+
 # Every call admitted, none decided on the coordinator.
-zid=$(on "$C_PORT" "SELECT zone_id FROM ratelimit.zone WHERE zone = 'bench'")
-counts=""
-for port in "$C_PORT" "$W1_PORT" "$W2_PORT" "$P_PORT"; do
-	counts+="$(on "$port" "SELECT coalesce(sum(allowed), 0) || '/' || coalesce(sum(refused), 0) FROM ratelimit.shmem_counters() WHERE zone_id = $zid") "
-done
+counts=$(allowed_refused bench "$C_PORT" "$W1_PORT" "$W2_PORT" "$P_PORT")
 echo "# zone 'bench' allowed/refused on the coordinator, worker 1, worker 2, plain node: $counts"
 grep -qE '(^| )[0-9]+/[1-9]' <<<"$counts" && rl_die "some call was refused"
 [ "${counts%%/*}" = "$KEYS" ] || rl_die "measured calls were decided on the coordinator (it decided ${counts%%/*}, the $KEYS that made the keys expected)"
 
 # The call forms: every call admitted, and where each was decided.
-counts=""
-for port in "$C_PORT" "$W1_PORT" "$W2_PORT"; do
-	counts+="$(on "$port" "SELECT coalesce(sum(s.allowed), 0) || '/' || coalesce(sum(s.refused), 0) FROM ratelimit.shmem_counters() s JOIN ratelimit.zone z USING (zone_id) WHERE z.zone = 'benchcf'") "
-done
+counts=$(allowed_refused benchcf "$C_PORT" "$W1_PORT" "$W2_PORT")
 echo "# zone 'benchcf' (the call forms) allowed/refused on the coordinator, worker 1, worker 2: $counts"
 grep -qE '(^| )[0-9]+/[1-9]' <<<"$counts" && rl_die "some call form's call was refused"
 
