@@ -5,6 +5,7 @@ MODULE_big = ratelimit
 OBJS = \
 	src/ratelimit.o \
 	src/api/drop_extension.o \
+	src/api/forward.o \
 	src/api/gc.o \
 	src/api/http_guard.o \
 	src/api/leases.o \

@@ -1473,7 +1473,8 @@ COMMENT ON FUNCTION rl_http_guard(text, text, int, text, int) IS
 -- by key (a key's rows, and its calls, on one worker), the zones become a
 -- reference table (on every node, and a change seen by every session), and
 -- every function that takes a key is delegated to the worker that holds it.
--- Running it again distributes only what is not distributed yet.
+-- Running it again distributes only what is not distributed yet (and marks
+-- the functions for delegation inside transaction blocks).
 CREATE FUNCTION rl_citus_setup()
 RETURNS void
 LANGUAGE plpgsql
@@ -1537,8 +1538,13 @@ BEGIN
             ('rl_token_bucket(text, double precision, double precision, integer)', '$1'),
             ('rl_gcra(text, integer, integer, double precision, integer)', '$1')) AS f(signature, key_arg)
     LOOP
+        -- force_delegation: Citus delegates the call inside a transaction
+        -- block too, and the library's forwarded calls (a key on another
+        -- node) everywhere.  Done again on every run, which sets it on a
+        -- function an older version distributed without it.
         PERFORM create_distributed_function(format('%s.%s', '@extschema@', fn.signature)::regprocedure,
-                                            fn.key_arg, colocate_with => 'ratelimit.state');
+                                            fn.key_arg, colocate_with => 'ratelimit.state',
+                                            force_delegation => true);
     END LOOP;
 END
 $fn$;

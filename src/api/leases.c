@@ -17,6 +17,7 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
+#include "api/forward.h"
 #include "base/args.h"
 #include "base/clock.h"
 #include "base/pg_compat.h"
@@ -74,8 +75,8 @@ RequireTtlWithinPeriod(const RlCall *call, int64 ttl_us)
 }
 
 /* rl_acquire(zone, key, ttl DEFAULT NULL): a lease of one slot, or a refusal. */
-Datum
-rl_acquire(PG_FUNCTION_ARGS)
+static Datum
+AcquireHere(PG_FUNCTION_ARGS)
 {
 	RlCall		call;
 	TupleDesc	desc;
@@ -131,6 +132,12 @@ rl_acquire(PG_FUNCTION_ARGS)
 	values[7] = BoolGetDatum(call.would_allow);
 	values[8] = PointerGetDatum(call.zone_name);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)));
+}
+
+Datum
+rl_acquire(PG_FUNCTION_ARGS)
+{
+	return RlCallWhereKeyIs(fcinfo, 1, AcquireHere);
 }
 
 /* Parses "<zone id>:<16 hex digits>:<key>"; false when it is not a lease. */

@@ -9,6 +9,7 @@
 #include "fmgr.h"
 #include "utils/memutils.h"
 
+#include "api/forward.h"
 #include "base/args.h"
 #include "base/pg_compat.h"
 #include "decision/decide.h"
@@ -92,8 +93,8 @@ BucketParams(double rate, double window)
 	return last_params;
 }
 
-Datum
-rl_token_bucket(PG_FUNCTION_ARGS)
+static Datum
+TokenBucketHere(PG_FUNCTION_ARGS)
 {
 	RlCall		call;
 	double		rate;
@@ -116,4 +117,10 @@ rl_token_bucket(PG_FUNCTION_ARGS)
 	call.cost = cost;
 	RlTake(&call, "rl_token_bucket()");
 	PG_RETURN_INT64(call.decision.allowed ? call.decision.remaining : -1);
+}
+
+Datum
+rl_token_bucket(PG_FUNCTION_ARGS)
+{
+	return RlCallWhereKeyIs(fcinfo, 0, TokenBucketHere);
 }

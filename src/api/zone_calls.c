@@ -12,6 +12,7 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 
+#include "api/forward.h"
 #include "api/result.h"
 #include "base/args.h"
 #include "base/clock.h"
@@ -43,8 +44,8 @@ PrepareZoneCall(FunctionCallInfo fcinfo, RlCall *call, bool has_cost)
 	RlPrepareZoneCall(call, PG_GETARG_TEXT_PP(0), key, cost, has_cost);
 }
 
-Datum
-rl_limit(PG_FUNCTION_ARGS)
+static Datum
+LimitHere(PG_FUNCTION_ARGS)
 {
 	RlCall		call;
 
@@ -57,8 +58,8 @@ rl_limit(PG_FUNCTION_ARGS)
  * rl_wait(zone, key, cost, timeout): rl_limit that sleeps until admitted;
  * a NULL timeout waits as long as it takes (statement_timeout still applies).
  */
-Datum
-rl_wait(PG_FUNCTION_ARGS)
+static Datum
+WaitHere(PG_FUNCTION_ARGS)
 {
 	RlCall		call;
 	int64		timeout_us = -1;
@@ -85,8 +86,8 @@ rl_wait(PG_FUNCTION_ARGS)
 #define RL_MAX_ZONES_PER_CALL 16
 
 /* rl_limit(zones text[], key, cost): several limits, one decision. */
-Datum
-rl_limit_zones(PG_FUNCTION_ARGS)
+static Datum
+LimitZonesHere(PG_FUNCTION_ARGS)
 {
 	ArrayType  *zones;
 	Datum	   *names;
@@ -136,8 +137,8 @@ rl_limit_zones(PG_FUNCTION_ARGS)
 }
 
 /* rl_refund(zone, key, cost): gives cost back to the key. */
-Datum
-rl_refund(PG_FUNCTION_ARGS)
+static Datum
+RefundHere(PG_FUNCTION_ARGS)
 {
 	RlCall		call;
 
@@ -148,8 +149,8 @@ rl_refund(PG_FUNCTION_ARGS)
 	return RlResultDatum(fcinfo, &call);
 }
 
-Datum
-rl_sliding_window(PG_FUNCTION_ARGS)
+static Datum
+SlidingWindowHere(PG_FUNCTION_ARGS)
 {
 	RlCall		call;
 
@@ -164,8 +165,8 @@ rl_sliding_window(PG_FUNCTION_ARGS)
 	return RlResultDatum(fcinfo, &call);
 }
 
-Datum
-rl_peek(PG_FUNCTION_ARGS)
+static Datum
+PeekHere(PG_FUNCTION_ARGS)
 {
 	RlCall		call;
 
@@ -174,8 +175,8 @@ rl_peek(PG_FUNCTION_ARGS)
 	return RlResultDatum(fcinfo, &call);
 }
 
-Datum
-rl_reset(PG_FUNCTION_ARGS)
+static Datum
+ResetHere(PG_FUNCTION_ARGS)
 {
 	RlCall		call;
 
@@ -226,8 +227,8 @@ ReportGcraError(RlGcraError error, int64 max_burst, int64 count, double period, 
 }
 
 /* rl_gcra(key, max_burst, count, period, quantity): redis-cell's CL.THROTTLE. */
-Datum
-rl_gcra(PG_FUNCTION_ARGS)
+static Datum
+GcraHere(PG_FUNCTION_ARGS)
 {
 	RlCall		call;
 	text	   *key;
@@ -250,4 +251,52 @@ rl_gcra(PG_FUNCTION_ARGS)
 					max_burst, count, period, quantity);
 	RlTake(&call, "rl_gcra()");
 	return RlResultDatum(fcinfo, &call);
+}
+
+Datum
+rl_limit(PG_FUNCTION_ARGS)
+{
+	return RlCallWhereKeyIs(fcinfo, 1, LimitHere);
+}
+
+Datum
+rl_wait(PG_FUNCTION_ARGS)
+{
+	return RlCallWhereKeyIs(fcinfo, 1, WaitHere);
+}
+
+Datum
+rl_limit_zones(PG_FUNCTION_ARGS)
+{
+	return RlCallWhereKeyIs(fcinfo, 1, LimitZonesHere);
+}
+
+Datum
+rl_refund(PG_FUNCTION_ARGS)
+{
+	return RlCallWhereKeyIs(fcinfo, 1, RefundHere);
+}
+
+Datum
+rl_sliding_window(PG_FUNCTION_ARGS)
+{
+	return RlCallWhereKeyIs(fcinfo, 1, SlidingWindowHere);
+}
+
+Datum
+rl_peek(PG_FUNCTION_ARGS)
+{
+	return RlCallWhereKeyIs(fcinfo, 1, PeekHere);
+}
+
+Datum
+rl_reset(PG_FUNCTION_ARGS)
+{
+	return RlCallWhereKeyIs(fcinfo, 1, ResetHere);
+}
+
+Datum
+rl_gcra(PG_FUNCTION_ARGS)
+{
+	return RlCallWhereKeyIs(fcinfo, 0, GcraHere);
 }
