@@ -20,14 +20,15 @@
 #       straight on a worker) see a changed rate at their next call; after
 #       rl_zone_drop and rl_zone_set of the same name they write under the
 #       new zone id; changing an existing zone works
-#   (c) shmem zones: routed calls decide on the key's worker; inside
-#       BEGIN ... COMMIT on the coordinator a call decides there too or is
-#       refused with 0A000; 10 routed + 10 in-transaction calls on a zone of
-#       5 admit at most 5; so do 5 routed + 5 straight on the other worker,
-#       and 5 routed + 5 SELECT (rl_limit(...)).allowed (not delegated)
+#   (c) shmem zones: routed calls decide on the key's worker; so do calls
+#       inside BEGIN ... COMMIT on the coordinator, calls straight on the
+#       other worker and SELECT (rl_limit(...)).allowed (forwarded); 10
+#       routed + 10 in-transaction calls on a zone of 5 admit at most 5; so
+#       do 5 routed + 5 straight on the other worker, and 5 routed + 5
+#       SELECT (rl_limit(...)).allowed
 #   (d) pgbench, 4 clients x 10 s through the coordinator on 200 keys of a
 #       zone with history, the key a constant (delegated to its worker) and
-#       an expression of random() (decided on the coordinator): no key
+#       an expression of random() (forwarded to its worker): no key
 #       admitted more than capacity + rate x elapsed, every call recorded
 #   (e) rl_keys and ratelimit.history from the coordinator show keys of
 #       both workers; rl_counters on every node (run_command_on_all_nodes)
@@ -47,6 +48,14 @@
 #       shard (2 of 3 requests of one client on a zone of 2, all 3 counted
 #       there); requests rolled back after the guard still counted; a table
 #       zone refused with 55000; straight on a worker, counted apart
+#   (l) the call forms Citus does not delegate itself (a key computed by
+#       random(), (rl_limit(...)).allowed, two calls in a statement, a
+#       PL/pgSQL expression, a call in BEGIN ... COMMIT, rl_token_bucket in
+#       an expression), each through the coordinator on a zone of 5: 5 of 8
+#       admitted, every call decided on the key's worker, and one statement
+#       to the worker a call (worker 1's log; in a block BEGIN, the call,
+#       COMMIT); a forwarded statement Citus does not delegate (a function
+#       it does not know) decides on the coordinator, exact under 4 clients
 #   (g) no server process of any node was terminated by a signal.
 set -uo pipefail
 source "$(dirname "$0")/../../scripts/lib.sh"
@@ -259,25 +268,21 @@ in_txn=$(allowed_of "$out")
 state=$(grep -m1 -oE '^ERROR:  [0-9A-Z]{5}' <<<"$out" | cut -c9-)
 echo "# (c) in BEGIN ... COMMIT: $in_txn admitted; first error: $(grep -m1 '^ERROR' <<<"$out")"
 decided_now=$(decided "$ZS")
-if [ -n "$state" ]; then
-	check "(c) a call inside BEGIN ... COMMIT on the coordinator is refused with 0A000" 0A000 "$state"
-	check "(c) ... with a message that says why" yes "$(grep -m1 '^ERROR' <<<"$out" | grep -qiE 'shmem|transaction' && echo yes || echo no)"
-else
-	check "(c) calls inside BEGIN ... COMMIT on the coordinator decided on worker 1 (decided: coordinator, w1, w2)" "0 20 0" "$decided_now"
-fi
+check "(c) calls inside BEGIN ... COMMIT on the coordinator: no error" "" "$state"
+check "(c) ... decided on worker 1 (decided: coordinator, w1, w2)" "0 20 0" "$decided_now"
 check "(c) 10 routed + 10 in-transaction calls on a zone of 5 admit at most 5" yes \
 	"$([ $((routed + in_txn)) -le 5 ] && echo yes || echo "no: $((routed + in_txn))")"
 check "(c) no call was decided on the coordinator" 0 "$(cut -d' ' -f1 <<<"$decided_now")"
-# Straight on worker 2 for worker 1's key: decided on worker 1 or refused.
+# Straight on worker 2 for worker 1's key: decided on worker 1.
 C "SELECT rl_zone_set('zs2', 'token_bucket', 5, '1 hour', store => 'shmem')" >/dev/null
 a=$(allowed_of "$(calls "$C_PORT" 5 "SELECT rl_limit('zs2', '$K1')")")
 b=$(allowed_of "$(calls "$W2_PORT" 5 "SELECT rl_limit('zs2', '$K1')")")
 check "(c) 5 routed calls + 5 straight on worker 2 for worker 1's key (zone of 5) admit at most 5" yes \
 	"$([ $((a + b)) -le 5 ] && echo yes || echo "no: $a routed + $b on worker 2")"
-check "(c) ... none decided on worker 2 (decided: coordinator, w1, w2)" 0 "$(decided "$(zone_id zs2)" | cut -d' ' -f3)"
+check "(c) ... all 10 decided on worker 1 (decided: coordinator, w1, w2)" "0 10 0" "$(decided "$(zone_id zs2)")"
 
-# A call Citus does not delegate (a field of the result): decided on the
-# key's worker or refused, never on the coordinator.
+# A call Citus does not delegate itself (a field of the result): forwarded
+# to the key's worker, never decided on the coordinator.
 C "SELECT rl_zone_set('zs3', 'token_bucket', 5, '1 hour', store => 'shmem')" >/dev/null
 a=$(allowed_of "$(calls "$C_PORT" 5 "SELECT rl_limit('zs3', '$K1')")")
 out=$(calls "$C_PORT" 5 "SELECT (rl_limit('zs3', '$K1')).allowed")
@@ -285,7 +290,7 @@ b=$(grep -c '^t$' <<<"$out")
 echo "# (c) SELECT (rl_limit(...)).allowed on the coordinator: $b admitted; first error: $(grep -m1 '^ERROR' <<<"$out")"
 check "(c) 5 routed calls + 5 SELECT (rl_limit(...)).allowed (not delegated) on a zone of 5 admit at most 5" yes \
 	"$([ $((a + b)) -le 5 ] && echo yes || echo "no: $a routed + $b")"
-check "(c) ... none decided on the coordinator" 0 "$(decided "$(zone_id zs3)" | cut -d' ' -f1)"
+check "(c) ... all 10 decided on worker 1 (decided: coordinator, w1, w2)" "0 10 0" "$(decided "$(zone_id zs3)")"
 
 ###########################################################################
 # (d) Concurrency: pgbench through the coordinator on 200 keys, twice: the
@@ -330,8 +335,10 @@ concurrency() {
 		"$(awk '$3 > $2 { n++ } END { print (n > 0) ? "yes" : "no" }' <<<"$PER_KEY")"
 	echo "# (d) $label: keys $(wc -l <<<"$PER_KEY"), refused at least once $(awk '$3 > $2 { n++ } END { print n + 0 }' <<<"$PER_KEY"), most admitted $(awk '$2 > m { m = $2 } END { print m + 0 }' <<<"$PER_KEY")"
 }
-concurrency zq2 "key an expression (decided on the coordinator)" \
+concurrency zq2 "key an expression (forwarded to its worker)" \
 	"SELECT rl_limit('zq2', 'k' || (random() * 199)::int);"
+check "(d) key an expression: every call decided on a worker (coordinator's share)" 0 \
+	"$(decided "$(zone_id zq2)" | cut -d' ' -f1)"
 concurrency zq "key a constant (routed)" \
 	"\\set k random(0, 199)
 SELECT rl_limit('zq', 'k' || :k);"
@@ -472,6 +479,73 @@ check "(k) a table zone is refused by the guard: 55000" 55000 "$(guard_request "
 check "(k) straight on worker 1, the same client's request is counted apart (shared memory is per node)" ok \
 	"$(guard_request "$W1_PORT" zg "$GA" COMMIT)"
 check "(k) ... decided there (decided: coordinator, w1, w2)" "3 1 0" "$(decided "$(zone_id zg)")"
+
+###########################################################################
+# (l) The call forms Citus does not delegate itself, through the
+# coordinator: each call is forwarded to its key's worker as one statement
+# (src/api/forward.c) and decided there, exactly.  Worker 1 logs every
+# statement it receives (log_statement = all) to count the round trips.
+on "$W1_PORT" "ALTER SYSTEM SET log_statement = 'all'" "SELECT pg_reload_conf()" >/dev/null
+W1_LOG=$RL_ROOT/.cluster/citusw1/server.log
+# received_since LINE: the statements of a call worker 1 received after
+# line LINE of its log: the call, its rows' statements, BEGIN and COMMIT (not
+# Citus's own, such as its deadlock detector's; a statement the worker ran
+# for itself is followed by CONTEXT: not counted).
+received_since() {
+	tail -n +"$(($1 + 1))" "$W1_LOG" | awk '
+		/^[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9] .* CONTEXT:  / { pending = 0; next }
+		/^[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9] / { n += pending; pending = 0 }
+		/ LOG:  (statement|execute [^:]*): .*(rl_limit|rl_token_bucket|BEGIN|COMMIT|ratelimit\.state_)/ { pending = 1 }
+		END { print n + pending }'
+}
+C "CREATE FUNCTION cf_allowed(zone text, key text) RETURNS boolean LANGUAGE plpgsql
+   AS \$\$ BEGIN RETURN (rl_limit(zone, key)).allowed; END \$\$" >/dev/null
+# call_form NAME SQL ADMITTED_PATTERN ROUND_TRIPS: on a zone of 5 of its
+# own, SQL (with Z for the zone and K for a key of worker 1) 8 times through
+# the coordinator, then once more while worker 1's log is counted.
+call_form() {
+	local name=$1 sql=$2 pattern=$3 trips=$4 zone="zcf$5" key out lines calls
+	key=$(key_on "$W1_PORT" "cf$5")
+	C "SELECT rl_zone_set('$zone', 'token_bucket', 5, '1 hour')" >/dev/null
+	sql=${sql//Z/$zone}
+	sql=${sql//K/$key}
+	out=$(calls "$C_PORT" 8 "$sql")
+	calls=$((8 * $(grep -oE 'rl_limit|cf_allowed' <<<"$sql" | wc -l)))
+	check "(l) $name: 5 of $calls admitted on a zone of 5" 5 "$(grep -oE "$pattern" <<<"$out" | wc -l)"
+	check "(l) ... every call decided on worker 1 (decided: coordinator, w1, w2)" "0 $calls 0" "$(decided "$(zone_id "$zone")")"
+	check "(l) ... the key's state row is in worker 1's shard" 1 "$(state_rows "$W1_PORT" "$zone" "$key")"
+	sleep 0.2	# the log caught up with the calls above
+	lines=$(wc -l <"$W1_LOG")
+	out=$(calls "$C_PORT" 1 "$sql")
+	sleep 0.2
+	check "(l) ... one more: $trips statement(s) to worker 1" "$trips" "$(received_since "$lines")"
+}
+call_form "key an expression of random()" \
+	"SELECT rl_limit('Z', CASE WHEN random() < 2 THEN 'K' END)" '^\(t,' 1 1
+call_form "SELECT (rl_limit(...)).allowed" "SELECT (rl_limit('Z', 'K')).allowed" '^t$' 1 2
+call_form "two calls in one statement" "SELECT rl_limit('Z', 'K'), rl_limit('Z', 'K')" '\(t,' 2 3
+call_form "in a PL/pgSQL expression" "SELECT cf_allowed('Z', 'K')" '^t$' 1 4
+call_form "in BEGIN ... COMMIT (BEGIN, the call, COMMIT)" "BEGIN; SELECT rl_limit('Z', 'K'); COMMIT" '^\(t,' 3 5
+call_form "(rl_limit(...)).allowed in BEGIN ... COMMIT" "BEGIN; SELECT (rl_limit('Z', 'K')).allowed; COMMIT" '^t$' 3 6
+call_form "rl_token_bucket beside it in one statement" \
+	"SELECT rl_token_bucket('K', 5, 3600), (rl_limit('Z', 'K')).allowed" '\|t$' 2 7
+on "$W1_PORT" "ALTER SYSTEM RESET log_statement" "SELECT pg_reload_conf()" >/dev/null
+
+# A forwarded statement that Citus does not delegate (here: a function it
+# does not know) runs on the coordinator, which then decides through
+# Citus's router, in a transaction block on the worker as before
+# forwarding: exact under 4 concurrent clients.
+C "CREATE FUNCTION rl_limit_undistributed(zone text, key text, cost int DEFAULT 1) RETURNS rl_result
+   AS 'ratelimit', 'rl_limit' LANGUAGE C" \
+  "SELECT rl_zone_set('zcfu', 'token_bucket', 20, '1 hour')" >/dev/null
+KU=$(key_on "$W1_PORT" cfu)
+printf "SELECT (rl_limit_undistributed('zcfu', '%s')).allowed;\n" "$KU" >"$WORK/undistributed.pgbench"
+PGPORT=$C_PORT "$RL_PG_BIN/pgbench" -n -c 4 -j 4 -t 25 -f "$WORK/undistributed.pgbench" postgres >"$WORK/undistributed.log" 2>&1
+check "(l) not delegated: pgbench 4 clients x 25 calls on one key, no failed transaction" "0 100" \
+	"$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' "$WORK/undistributed.log") $(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$WORK/undistributed.log")"
+check "(l) ... 20 of 100 admitted on a zone of 20, all decided on the coordinator (allowed/decided: coordinator, w1, w2)" \
+	"20/100 0/0 0/0" \
+	"$(for port in "$C_PORT" "$W1_PORT" "$W2_PORT"; do on "$port" "SELECT coalesce(sum(allowed), 0) || '/' || coalesce(sum(allowed + refused), 0) FROM ratelimit.shmem_counters() WHERE zone_id = $(zone_id zcfu)"; done | tr '\n' ' ' | sed 's/ $//')"
 
 ###########################################################################
 for name in citusc citusw1 citusw2; do
