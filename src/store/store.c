@@ -47,9 +47,9 @@ TableStoreForKey(const RlStateKey *key)
 
 /*
  * Shared memory is each node's own: on Citus a key's shmem state is kept on
- * the node that holds the key's shard, and a call anywhere else (inside a
- * transaction block, or in a query Citus did not delegate) would count
- * apart from it.
+ * the node that holds the key's shard, and a call decided anywhere else
+ * would count apart from it.  Calls are forwarded there (api/forward.c);
+ * one reaches this only when Citus did not delegate the forwarded call.
  */
 static void
 RequireShmemKeyHere(text *key)
@@ -61,9 +61,8 @@ RequireShmemKeyHere(text *key)
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("a shmem zone's key is decided on the Citus node that holds its shard, not on this one"),
 				 errdetail("Shared memory is per node; deciding here would count the key twice."),
-				 errhint("Call the function as a statement of its own outside BEGIN ... COMMIT, "
-						 "so that Citus delegates it (rl_citus_setup() distributes it), "
-						 "or use a table zone.")));
+				 errhint("Run rl_citus_setup() on the coordinator, which distributes the functions "
+						 "so that Citus delegates them to the key's node, or use a table zone.")));
 }
 
 const RlStore *
