@@ -9,7 +9,8 @@
 #       CREATE EXTENSION ratelimit there, unless the block does it); Citus
 #       creates the extension on the workers; the state and the history are
 #       distributed by key, the zones a reference table, rl_limit
-#       distributed by its key and colocated with the state
+#       distributed by its key and colocated with the state; every function
+#       marked force_delegation, again by rl_citus_setup() run again
 #   (a) routing: calls through the coordinator decide on the worker that
 #       holds the key (the key's state row is in that worker's shard, its
 #       counters count them there, none on the coordinator); a zone of N
@@ -186,6 +187,21 @@ check "(r) rl_limit(text, text, int) is distributed by its key, colocated with t
 	"$(C "SELECT o.distribution_argument_index || '|' || (o.colocationid = p.colocationid)
 	      FROM pg_dist_object o, pg_dist_partition p
 	      WHERE o.objid = 'rl_limit(text, text, int)'::regprocedure AND p.logicalrelid = 'ratelimit.state'::regclass")"
+# force_delegation: Citus delegates the calls inside a transaction block
+# too, and the forwarded ones everywhere.  rl_citus_setup() marks every
+# function on each run, so running it again marks one distributed without
+# it (0.5.0's setup, or the manual recipe).
+forced() {
+	C "SELECT count(*) FILTER (WHERE o.force_delegation) || '/' || count(*)
+	     FROM pg_dist_object o JOIN pg_proc p ON p.oid = o.objid
+	    WHERE o.classid = 'pg_proc'::regclass AND p.proname LIKE 'rl\_%'"
+}
+check "(r) every distributed rl_ function is marked force_delegation" 10/10 "$(forced)"
+C "SELECT create_distributed_function('rl_limit(text, text, int)'::regprocedure, '\$2',
+          colocate_with := 'ratelimit.state', force_delegation := false)" >/dev/null
+check "(r) ... rl_limit distributed again without it" 9/10 "$(forced)"
+check "(r) ... rl_citus_setup() run again marks it" "|10/10" \
+	"$(C 'SET client_min_messages = warning' 'SELECT rl_citus_setup()' | grep -m1 ERROR)|$(forced)"
 echo "# Citus tables: $(C "SELECT string_agg(logicalrelid::regclass::text || ' ' || partmethod::text || '/' || repmodel::text, ', ' ORDER BY 1) FROM pg_dist_partition")"
 echo "# the coordinator's placements of ratelimit.zone: $(C "SELECT count(*) FROM pg_dist_placement p JOIN pg_dist_node n USING (groupid) JOIN pg_dist_shard s USING (shardid) WHERE s.logicalrelid = 'ratelimit.zone'::regclass AND n.groupid = 0")"
 
