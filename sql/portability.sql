@@ -25,7 +25,11 @@ SELECT relpersistence FROM pg_class WHERE oid = 'ratelimit.state'::regclass;
 -- 2. Citus: a distributed state table is an empty shell locally and the
 --    rows live in shards.  A key whose shard is placed on this node takes
 --    the planner-free path on that shard; any other key takes SPI (Citus
---    routes it).  Citus's catalog is faked: an extension row named citus,
+--    routes it).  A call on a key placed elsewhere is first forwarded as
+--    SELECT r FROM <the function>(...) r, which Citus would delegate to the
+--    key's node; here, without Citus, that statement runs in this backend,
+--    which then decides as described (errors show it as their CONTEXT).
+--    Citus's catalog is faked: an extension row named citus,
 --    pg_dist_partition/shard/placement/local_group and shard_name(), with
 --    two shards: hashes below 0 in ratelimit.state_1 here, the rest
 --    placed on another node (group 2).
@@ -86,8 +90,8 @@ SELECT rl_token_bucket('k1', 1, 10);
 SELECT locktype, classid AS shard_index, objid AS colocation_id, objsubid, mode FROM pg_locks
 WHERE pid = pg_backend_pid() AND locktype = 'advisory' AND objsubid IN (4, 8);
 COMMIT;
--- A shmem key is decided where its shard is: elsewhere it is refused, not
--- counted apart in this node's shared memory.
+-- A shmem key is decided where its shard is: a forwarded call that nobody
+-- delegated is refused, not counted apart in this node's shared memory.
 SELECT rl_zone_set('portable_shm', 'token_bucket', 5, '1 minute', store => 'shmem');
 SELECT (rl_limit('portable_shm', 'k1')).remaining;
 SELECT (rl_limit('portable_shm', 'citus')).remaining;

@@ -156,7 +156,7 @@ Forward(FunctionCallInfo fcinfo)
 
 	nest_level = NewGUCNestLevel();
 	caller_setting = GetConfigOption(OPENS_BLOCK_SETTING, true, false);
-	strlcpy(opens_block_before, caller_setting != NULL ? caller_setting : "on", sizeof(opens_block_before));
+	snprintf(opens_block_before, sizeof(opens_block_before), "%s", caller_setting != NULL ? caller_setting : "on");
 	(void) set_config_option(OPENS_BLOCK_SETTING, "off", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
 	rc = ExecuteForwarded(plan, values, nulls);
