@@ -1539,9 +1539,9 @@ BEGIN
             ('rl_gcra(text, integer, integer, double precision, integer)', '$1')) AS f(signature, key_arg)
     LOOP
         -- force_delegation: Citus delegates the call inside a transaction
-        -- block too, and the library's forwarded calls (a key on another
-        -- node) everywhere.  Done again on every run, which sets it on a
-        -- function an older version distributed without it.
+        -- block too, as it does the call that the library forwards there (a
+        -- key on another node).  Done again on every run, which sets it on
+        -- a function an older version distributed without it.
         PERFORM create_distributed_function(format('%s.%s', '@extschema@', fn.signature)::regprocedure,
                                             fn.key_arg, colocate_with => 'ratelimit.state',
                                             force_delegation => true);

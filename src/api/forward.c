@@ -15,12 +15,15 @@
  * Forwarded, it takes one (a block's own BEGIN and COMMIT aside).
  *
  * Outside a transaction block the forwarded statement commits on the
- * worker as it returns, like a call Citus delegated itself: a statement
- * that fails after the call does not take the decision back.  Inside a
- * block it is part of the block's distributed transaction.
+ * worker as it returns, like a call Citus delegated itself: a statement or
+ * a function of the caller's that fails after the call does not take the
+ * decision back (a failed request still counts).  Inside a block it is part
+ * of the block's distributed transaction.  Settings such as
+ * ratelimit.default_store are the worker's there.
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
 #include "utils/builtins.h"
@@ -44,7 +47,11 @@ static int	forward_depth = 0;
 /* OPENS_BLOCK_SETTING as the caller had it, while forward_depth > 0. */
 static char opens_block_before[16];
 
-/* Each function's forwarded statement, planned once per backend. */
+/*
+ * Each function's forwarded statement, parsed once per backend (Citus plans
+ * it at each call, with the call's values: it delegates a call only when
+ * its key is a constant).
+ */
 typedef struct ForwardPlan
 {
 	Oid			fn_oid;
@@ -103,8 +110,14 @@ ForwardPlanOf(FunctionCallInfo fcinfo)
 	if (plan == NULL)
 		elog(ERROR, "could not plan \"%s\": %s", sql.data, SPI_result_code_string(SPI_result));
 	if (num_forward_plans == MAX_FORWARD_PLANS)
-		return plan;			/* not kept: freed with the call's SPI context */
-	SPI_keepplan(plan);
+	{
+		/* Functions dropped and made again (new OIDs): start over. */
+		for (int i = 0; i < num_forward_plans; i++)
+			SPI_freeplan(forward_plans[i].plan);
+		num_forward_plans = 0;
+	}
+	if (SPI_keepplan(plan) != 0)
+		elog(ERROR, "could not keep the plan of \"%s\"", sql.data);
 	forward_plans[num_forward_plans].fn_oid = fn_oid;
 	forward_plans[num_forward_plans].plan = plan;
 	num_forward_plans++;
@@ -159,6 +172,9 @@ Forward(FunctionCallInfo fcinfo)
 	snprintf(opens_block_before, sizeof(opens_block_before), "%s", caller_setting != NULL ? caller_setting : "on");
 	(void) set_config_option(OPENS_BLOCK_SETTING, "off", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
+	/* A generic plan would keep the key a parameter, which Citus does not delegate. */
+	(void) set_config_option("plan_cache_mode", "force_custom_plan", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
 	rc = ExecuteForwarded(plan, values, nulls);
 	AtEOXact_GUC(true, nest_level);
 
@@ -195,12 +211,18 @@ DecideHereInsideForward(FunctionCallInfo fcinfo, RlDecideHere decide_here)
 	return result;
 }
 
+/*
+ * A read-only transaction is not forwarded: Citus would run the forwarded
+ * statement in a read-write transaction on the worker (it passes READ ONLY
+ * on only from BEGIN READ ONLY), so the call decides here, where a table
+ * write is refused (25006) as on one node.
+ */
 Datum
 RlCallWhereKeyIs(FunctionCallInfo fcinfo, int key_arg, RlDecideHere decide_here)
 {
 	if (forward_depth > 0)
 		return DecideHereInsideForward(fcinfo, decide_here);
-	if (KeyIsElsewhere(fcinfo, key_arg))
+	if (!XactReadOnly && KeyIsElsewhere(fcinfo, key_arg))
 		return Forward(fcinfo);
 	return decide_here(fcinfo);
 }

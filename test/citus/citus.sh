@@ -55,8 +55,12 @@
 #       an expression), each through the coordinator on a zone of 5: 5 of 8
 #       admitted, every call decided on the key's worker, and one statement
 #       to the worker a call (worker 1's log; in a block BEGIN, the call,
-#       COMMIT); a forwarded statement Citus does not delegate (a function
-#       it does not know) decides on the coordinator, exact under 4 clients
+#       COMMIT), also under plan_cache_mode = force_generic_plan; calls in
+#       blocks that roll back take nothing; a read-only transaction's call
+#       is refused with 25006 and decided nowhere; a forwarded statement
+#       Citus does not delegate (a function it does not know) decides on the
+#       coordinator, exact under 4 clients, its rows reached in a
+#       transaction block on the worker (BEGIN, FOR UPDATE, INSERT, COMMIT)
 #   (g) no server process of any node was terminated by a signal.
 set -uo pipefail
 source "$(dirname "$0")/../../scripts/lib.sh"
@@ -545,7 +549,34 @@ call_form "in BEGIN ... COMMIT (BEGIN, the call, COMMIT)" "BEGIN; SELECT rl_limi
 call_form "(rl_limit(...)).allowed in BEGIN ... COMMIT" "BEGIN; SELECT (rl_limit('Z', 'K')).allowed; COMMIT" '^t$' 3 6
 call_form "rl_token_bucket beside it in one statement" \
 	"SELECT rl_token_bucket('K', 5, 3600), (rl_limit('Z', 'K')).allowed" '\|t$' 2 7
-on "$W1_PORT" "ALTER SYSTEM RESET log_statement" "SELECT pg_reload_conf()" >/dev/null
+call_form "(rl_limit(...)).allowed under plan_cache_mode = force_generic_plan" \
+	"SET plan_cache_mode = force_generic_plan; SELECT (rl_limit('Z', 'K')).allowed" '^t$' 1 8
+
+# A forwarded call in a block that rolls back is taken back (a table zone);
+# so is one Citus delegates itself there.
+C "SELECT rl_zone_set('zcfrb', 'token_bucket', 5, '1 hour')" >/dev/null
+KRB=$(key_on "$W1_PORT" cfrb)
+out=$(calls "$C_PORT" 3 "BEGIN; SELECT (rl_limit('zcfrb', '$KRB')).allowed; ROLLBACK")
+out+=$'\n'$(calls "$C_PORT" 3 "BEGIN; SELECT rl_limit('zcfrb', '$KRB'); ROLLBACK")
+check "(l) 6 calls in blocks that roll back, each admitted there" 6 "$(grep -cE '^(t|\(t,.*)$' <<<"$out")"
+check "(l) ... then 5 of 6 admitted on the zone of 5: the rolled-back calls took nothing" 5 \
+	"$(allowed_of "$(calls "$C_PORT" 6 "SELECT rl_limit('zcfrb', '$KRB')")")"
+
+# A read-only transaction is not forwarded: a table zone's call is refused
+# there as on one node (25006), and takes nothing.
+C "SELECT rl_zone_set('zcfro', 'token_bucket', 5, '1 hour')" >/dev/null
+KRO=$(key_on "$W1_PORT" cfro)
+ro_state() {
+	PGPORT=$C_PORT "$RL_PG_BIN/psql" -X -q -tA -d postgres 2>&1 <<SQL | grep -m1 -oE '^ERROR:  [0-9A-Z]{5}' | cut -c9-
+\\set VERBOSITY verbose
+$1
+SQL
+}
+check "(l) BEGIN; SET TRANSACTION READ ONLY; SELECT (rl_limit(...)).allowed: refused with 25006" 25006 \
+	"$(ro_state "BEGIN; SET TRANSACTION READ ONLY; SELECT (rl_limit('zcfro', '$KRO')).allowed; COMMIT;")"
+check "(l) default_transaction_read_only = on, SELECT (rl_limit(...)).allowed: refused with 25006" 25006 \
+	"$(ro_state "SET default_transaction_read_only = on; SELECT (rl_limit('zcfro', '$KRO')).allowed;")"
+check "(l) ... neither decided anywhere (decided: coordinator, w1, w2)" "0 0 0" "$(decided "$(zone_id zcfro)")"
 
 # A forwarded statement that Citus does not delegate (here: a function it
 # does not know) runs on the coordinator, which then decides through
@@ -562,6 +593,13 @@ check "(l) not delegated: pgbench 4 clients x 25 calls on one key, no failed tra
 check "(l) ... 20 of 100 admitted on a zone of 20, all decided on the coordinator (allowed/decided: coordinator, w1, w2)" \
 	"20/100 0/0 0/0" \
 	"$(for port in "$C_PORT" "$W1_PORT" "$W2_PORT"; do on "$port" "SELECT coalesce(sum(allowed), 0) || '/' || coalesce(sum(allowed + refused), 0) FROM ratelimit.shmem_counters() WHERE zone_id = $(zone_id zcfu)"; done | tr '\n' ' ' | sed 's/ $//')"
+sleep 0.2
+lines=$(wc -l <"$W1_LOG")
+calls "$C_PORT" 1 "SELECT (rl_limit_undistributed('zcfu', '$(key_on "$W1_PORT" cfu 1)')).allowed" >/dev/null
+sleep 0.2
+check "(l) ... a new key's row reached in a transaction block on worker 1: BEGIN, SELECT ... FOR UPDATE, INSERT, COMMIT" 4 \
+	"$(received_since "$lines")"
+on "$W1_PORT" "ALTER SYSTEM RESET log_statement" "SELECT pg_reload_conf()" >/dev/null
 
 ###########################################################################
 for name in citusc citusw1 citusw2; do
