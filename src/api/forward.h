@@ -19,4 +19,12 @@ typedef Datum (*RlDecideHere) (FunctionCallInfo fcinfo);
  */
 extern Datum RlCallWhereKeyIs(FunctionCallInfo fcinfo, int key_arg, RlDecideHere decide_here);
 
+/* The SQL function name, whose body decide_here is, keyed by argument key_arg. */
+#define RL_CALL_WHERE_KEY_IS(name, key_arg, decide_here) \
+	Datum \
+	name(PG_FUNCTION_ARGS) \
+	{ \
+		return RlCallWhereKeyIs(fcinfo, key_arg, decide_here); \
+	}
+
 #endif							/* RL_FORWARD_H */

@@ -134,11 +134,7 @@ AcquireHere(PG_FUNCTION_ARGS)
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)));
 }
 
-Datum
-rl_acquire(PG_FUNCTION_ARGS)
-{
-	return RlCallWhereKeyIs(fcinfo, 1, AcquireHere);
-}
+RL_CALL_WHERE_KEY_IS(rl_acquire, 1, AcquireHere)
 
 /* Parses "<zone id>:<16 hex digits>:<key>"; false when it is not a lease. */
 static bool

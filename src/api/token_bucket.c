@@ -119,8 +119,4 @@ TokenBucketHere(PG_FUNCTION_ARGS)
 	PG_RETURN_INT64(call.decision.allowed ? call.decision.remaining : -1);
 }
 
-Datum
-rl_token_bucket(PG_FUNCTION_ARGS)
-{
-	return RlCallWhereKeyIs(fcinfo, 0, TokenBucketHere);
-}
+RL_CALL_WHERE_KEY_IS(rl_token_bucket, 0, TokenBucketHere)

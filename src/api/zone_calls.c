@@ -253,50 +253,12 @@ GcraHere(PG_FUNCTION_ARGS)
 	return RlResultDatum(fcinfo, &call);
 }
 
-Datum
-rl_limit(PG_FUNCTION_ARGS)
-{
-	return RlCallWhereKeyIs(fcinfo, 1, LimitHere);
-}
-
-Datum
-rl_wait(PG_FUNCTION_ARGS)
-{
-	return RlCallWhereKeyIs(fcinfo, 1, WaitHere);
-}
-
-Datum
-rl_limit_zones(PG_FUNCTION_ARGS)
-{
-	return RlCallWhereKeyIs(fcinfo, 1, LimitZonesHere);
-}
-
-Datum
-rl_refund(PG_FUNCTION_ARGS)
-{
-	return RlCallWhereKeyIs(fcinfo, 1, RefundHere);
-}
-
-Datum
-rl_sliding_window(PG_FUNCTION_ARGS)
-{
-	return RlCallWhereKeyIs(fcinfo, 1, SlidingWindowHere);
-}
-
-Datum
-rl_peek(PG_FUNCTION_ARGS)
-{
-	return RlCallWhereKeyIs(fcinfo, 1, PeekHere);
-}
-
-Datum
-rl_reset(PG_FUNCTION_ARGS)
-{
-	return RlCallWhereKeyIs(fcinfo, 1, ResetHere);
-}
-
-Datum
-rl_gcra(PG_FUNCTION_ARGS)
-{
-	return RlCallWhereKeyIs(fcinfo, 0, GcraHere);
-}
+/* Each runs on the node that holds its key (forward.h). */
+RL_CALL_WHERE_KEY_IS(rl_limit, 1, LimitHere)
+RL_CALL_WHERE_KEY_IS(rl_wait, 1, WaitHere)
+RL_CALL_WHERE_KEY_IS(rl_limit_zones, 1, LimitZonesHere)
+RL_CALL_WHERE_KEY_IS(rl_refund, 1, RefundHere)
+RL_CALL_WHERE_KEY_IS(rl_sliding_window, 1, SlidingWindowHere)
+RL_CALL_WHERE_KEY_IS(rl_peek, 1, PeekHere)
+RL_CALL_WHERE_KEY_IS(rl_reset, 1, ResetHere)
+RL_CALL_WHERE_KEY_IS(rl_gcra, 0, GcraHere)
