@@ -17,7 +17,6 @@
 #include "postgres.h"
 
 #include "access/xact.h"
-#include "common/hashfn.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
@@ -43,18 +42,11 @@ static UndoRecord *undo = NULL;	/* in TopTransactionContext */
 static int	undo_len = 0;
 static int	undo_cap = 0;
 
+/* The row's hash (store.c), as the row hints and the insert lock use it. */
 static uint32
 HashKey(const void *key, Size keysize)
 {
-	const RlStateKey *k = key;
-	uint32		hash = hash_bytes((const unsigned char *) VARDATA_ANY(k->key),
-								  VARSIZE_ANY_EXHDR(k->key));
-
-	hash = hash_combine(hash, murmurhash32((uint32) k->zone_id));
-	if (k->params != NULL)
-		hash = hash_combine(hash, hash_bytes((const unsigned char *) VARDATA_ANY(k->params),
-											 VARSIZE_ANY_EXHDR(k->params)));
-	return hash_combine(hash, murmurhash32((uint32) k->part));
+	return (uint32) RlStateKeyHash(InvalidOid, (const RlStateKey *) key);
 }
 
 static int
