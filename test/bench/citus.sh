@@ -131,18 +131,8 @@ done
 median() { tr ' ' '\n' <<<"$1" | grep . | sort -g | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
 # allowed_refused ZONE PORT...: "allowed/refused" of ZONE's counters on each
-# node, in order, a space after each (the zone by name: ids differ between
-# the Citus cluster and the plain node).
-allowed_refused() {
-	local zone=$1 port counts=""
-	shift
-	for port in "$@"; do
-		counts+="$(on "$port" "SELECT coalesce(sum(s.allowed), 0) || '/' || coalesce(sum(s.refused), 0)
-		                         FROM ratelimit.shmem_counters() s JOIN ratelimit.zone z USING (zone_id)
-		                        WHERE z.zone = '$zone'") "
-	done
-	echo "$counts"
-}
+# node, in order, one word a node.
+allowed_refused() { zone_counters "coalesce(sum(allowed), 0) || '/' || coalesce(sum(refused), 0)" "$@"; }
 
 # Every call admitted, none decided on the coordinator.
 counts=$(allowed_refused bench "$C_PORT" "$W1_PORT" "$W2_PORT" "$P_PORT")

@@ -98,15 +98,9 @@ calls() {
 }
 # zone_id ZONE: its id, from the coordinator.
 zone_id() { C "SELECT zone_id FROM ratelimit.zone WHERE zone = '$1'"; }
-# decided ZONE_ID: the calls each node decided for the zone id (its shmem
-# counters, allowed + refused): "coordinator w1 w2".
-decided() {
-	local port out=()
-	for port in "$C_PORT" "$W1_PORT" "$W2_PORT"; do
-		out+=("$(on "$port" "SELECT coalesce(sum(allowed + refused), 0) FROM ratelimit.shmem_counters() WHERE zone_id = $1")")
-	done
-	echo "${out[*]}"
-}
+# decided ZONE: the calls each node decided for the zone (its counters,
+# allowed + refused): "coordinator w1 w2".
+decided() { zone_counters 'coalesce(sum(allowed + refused), 0)' "$1" "$C_PORT" "$W1_PORT" "$W2_PORT"; }
 # state_rows PORT ZONE KEY: the key's rows of ZONE in its shard, read on the
 # node at PORT (the shard table itself: no routing).
 state_rows() {
@@ -227,16 +221,15 @@ for w in 1 2; do
 	check "(a) ... and seen through the coordinator" "1|0" \
 		"$(C "SELECT count(*) || '|' || min(tokens) FROM ratelimit.state WHERE key = '${!key}' AND zone_id = $ZA")"
 done
-check "(a) the calls were decided on the keys' workers (decided: coordinator, w1, w2)" "0 15 15" "$(decided "$ZA")"
+check "(a) the calls were decided on the keys' workers (decided: coordinator, w1, w2)" "0 15 15" "$(decided za)"
 C "SELECT rl_zone_set('zp', 'token_bucket', 2, '1 hour')" >/dev/null
-ZP=$(zone_id zp)
 out=$(PGPORT=$C_PORT "$RL_PG_BIN/psql" -X -q -tA -d postgres 2>&1 <<SQL
 PREPARE p(text) AS SELECT rl_limit('zp', \$1);
 $(for _ in 1 2 3 4 5 6 7; do echo "EXECUTE p('$K2');"; done)
 SQL
 )
 check "(a) PREPARE/EXECUTE x 7 (generic plans) on worker 2's key: 2 admitted (zone of 2)" 2 "$(allowed_of "$out")"
-check "(a) ... all 7 decided on worker 2" "0 0 7" "$(decided "$ZP")"
+check "(a) ... all 7 decided on worker 2" "0 0 7" "$(decided zp)"
 check "(a) ... its state row is in its shard on worker 2" 1 "$(state_rows "$W2_PORT" zp "$K2")"
 
 ###########################################################################
@@ -273,10 +266,9 @@ check "(b) ... its key's state is under the new zone id only" "$new_zd" \
 ###########################################################################
 # (c) Shmem zones.
 C "SELECT rl_zone_set('zs', 'token_bucket', 5, '1 hour', store => 'shmem')" >/dev/null
-ZS=$(zone_id zs)
 routed=$(allowed_of "$(calls "$C_PORT" 10 "SELECT rl_limit('zs', '$K1')")")
 check "(c) 10 routed calls on worker 1's key: 5 admitted" 5 "$routed"
-check "(c) ... decided on worker 1" "0 10 0" "$(decided "$ZS")"
+check "(c) ... decided on worker 1" "0 10 0" "$(decided zs)"
 out=$(PGPORT=$C_PORT "$RL_PG_BIN/psql" -X -q -tA -d postgres -v VERBOSITY=verbose 2>&1 <<SQL
 \set VERBOSITY verbose
 BEGIN;
@@ -287,7 +279,7 @@ SQL
 in_txn=$(allowed_of "$out")
 state=$(grep -m1 -oE '^ERROR:  [0-9A-Z]{5}' <<<"$out" | cut -c9-)
 echo "# (c) in BEGIN ... COMMIT: $in_txn admitted; first error: $(grep -m1 '^ERROR' <<<"$out")"
-decided_now=$(decided "$ZS")
+decided_now=$(decided zs)
 check "(c) calls inside BEGIN ... COMMIT on the coordinator: no error" "" "$state"
 check "(c) ... decided on worker 1 (decided: coordinator, w1, w2)" "0 20 0" "$decided_now"
 check "(c) 10 routed + 10 in-transaction calls on a zone of 5 admit at most 5" yes \
@@ -299,7 +291,7 @@ a=$(allowed_of "$(calls "$C_PORT" 5 "SELECT rl_limit('zs2', '$K1')")")
 b=$(allowed_of "$(calls "$W2_PORT" 5 "SELECT rl_limit('zs2', '$K1')")")
 check "(c) 5 routed calls + 5 straight on worker 2 for worker 1's key (zone of 5) admit at most 5" yes \
 	"$([ $((a + b)) -le 5 ] && echo yes || echo "no: $a routed + $b on worker 2")"
-check "(c) ... all 10 decided on worker 1 (decided: coordinator, w1, w2)" "0 10 0" "$(decided "$(zone_id zs2)")"
+check "(c) ... all 10 decided on worker 1 (decided: coordinator, w1, w2)" "0 10 0" "$(decided zs2)"
 
 # A call Citus does not delegate itself (a field of the result): forwarded
 # to the key's worker, never decided on the coordinator.
@@ -310,7 +302,7 @@ b=$(grep -c '^t$' <<<"$out")
 echo "# (c) SELECT (rl_limit(...)).allowed on the coordinator: $b admitted; first error: $(grep -m1 '^ERROR' <<<"$out")"
 check "(c) 5 routed calls + 5 SELECT (rl_limit(...)).allowed (not delegated) on a zone of 5 admit at most 5" yes \
 	"$([ $((a + b)) -le 5 ] && echo yes || echo "no: $a routed + $b")"
-check "(c) ... all 10 decided on worker 1 (decided: coordinator, w1, w2)" "0 10 0" "$(decided "$(zone_id zs3)")"
+check "(c) ... all 10 decided on worker 1 (decided: coordinator, w1, w2)" "0 10 0" "$(decided zs3)"
 
 ###########################################################################
 # (d) Concurrency: pgbench through the coordinator on 200 keys, twice: the
@@ -343,7 +335,7 @@ concurrency() {
 	t1=$(date +%s.%N)
 	XACTS=$(sed -n 's/^number of transactions actually processed: \([0-9]*\)$/\1/p' "$WORK/$zone.log")
 	elapsed=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%d", b - a + 1 }')
-	echo "# (d) $label: $XACTS calls in <= $elapsed s ($(sed -n 's/^tps = \([0-9.]*\) (without.*/\1/p' "$WORK/$zone.log") tps); decided (coordinator, w1, w2): $(decided "$(zone_id "$zone")")"
+	echo "# (d) $label: $XACTS calls in <= $elapsed s ($(sed -n 's/^tps = \([0-9.]*\) (without.*/\1/p' "$WORK/$zone.log") tps); decided (coordinator, w1, w2): $(decided "$zone")"
 	check "(d) $label: pgbench 4 clients x $PGB_SECONDS s through the coordinator, no failed transaction" "0 0" \
 		"$status $(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' "$WORK/$zone.log")"
 	PER_KEY=$(per_key "$zone")
@@ -358,12 +350,12 @@ concurrency() {
 concurrency zq2 "key an expression (forwarded to its worker)" \
 	"SELECT rl_limit('zq2', 'k' || (random() * 199)::int);"
 check "(d) key an expression: every call decided on a worker (coordinator's share)" 0 \
-	"$(decided "$(zone_id zq2)" | cut -d' ' -f1)"
+	"$(decided zq2 | cut -d' ' -f1)"
 concurrency zq "key a constant (routed)" \
 	"\\set k random(0, 199)
 SELECT rl_limit('zq', 'k' || :k);"
 check "(d) key a constant: every call decided on a worker (coordinator's share)" 0 \
-	"$(decided "$(zone_id zq)" | cut -d' ' -f1)"
+	"$(decided zq | cut -d' ' -f1)"
 per_key=$PER_KEY xacts=$XACTS
 total_allowed=$(awk '{ s += $2 } END { print s + 0 }' <<<"$per_key")
 
@@ -445,12 +437,10 @@ check "(i) ... the rows are in the table" 4 "$(C 'SELECT count(*) FROM public.co
 # (j) rl_wait and leases through the coordinator: delegated to the key's
 # worker, decided there (counters), state in the key's shard.
 C "SELECT rl_zone_set('zw', 'token_bucket', 10, '1 second', burst => 1)" >/dev/null
-ZW=$(zone_id zw)
 check "(j) rl_wait through the coordinator on worker 1's key: 3 of 3 admitted, the last two after waiting" 3 \
 	"$(allowed_of "$(calls "$C_PORT" 3 "SELECT rl_wait('zw', '$K1', 1, '10 seconds')")")"
-check "(j) ... decided on worker 1" "0 3 0" "$(decided "$ZW")"
+check "(j) ... decided on worker 1" "0 3 0" "$(decided zw)"
 C "SELECT rl_zone_set('zl', 'concurrency', 2, '1 hour')" >/dev/null
-ZL=$(zone_id zl)
 out=$(PGPORT=$C_PORT "$RL_PG_BIN/psql" -X -q -tA -d postgres 2>&1 <<SQL
 SELECT lease FROM rl_acquire('zl', '$K2') \gset
 SELECT allowed FROM rl_acquire('zl', '$K2');
@@ -462,7 +452,7 @@ SQL
 )
 check "(j) leases through the coordinator on worker 2's key: 2 of 2 slots, refused, released, taken again, 2 listed" \
 	"t f t t 2" "$(tr '\n' ' ' <<<"$out" | sed 's/ $//')"
-check "(j) ... acquires decided on worker 2" "0 0 4" "$(decided "$ZL")"
+check "(j) ... acquires decided on worker 2" "0 0 4" "$(decided zl)"
 check "(j) ... the leases are in the key's shard on worker 2" 1 "$(state_rows "$W2_PORT" zl "$K2")"
 
 ###########################################################################
@@ -491,14 +481,14 @@ GA=$(C "SELECT '198.51.100.' || n FROM generate_series(1, 250) n WHERE node_of('
 echo "# (k) client $GA: key ip:$GA on worker 1"
 check "(k) 3 guard requests of one client through the coordinator (zone of 2): ok ok PGRST" "ok ok PGRST" \
 	"$(for _ in 1 2 3; do guard_request "$C_PORT" zg "$GA" COMMIT; done | tr '\n' ' ' | sed 's/ $//')"
-check "(k) ... all 3 decided on the coordinator (decided: coordinator, w1, w2)" "3 0 0" "$(decided "$(zone_id zg)")"
+check "(k) ... all 3 decided on the coordinator (decided: coordinator, w1, w2)" "3 0 0" "$(decided zg)"
 check "(k) 2 requests rolled back after the guard, then a third (zone of 2): ok ok PGRST (a failed request is counted)" \
 	"ok ok PGRST" \
 	"$(for end in ROLLBACK ROLLBACK COMMIT; do guard_request "$C_PORT" zg2 "$GA" "$end"; done | tr '\n' ' ' | sed 's/ $//')"
 check "(k) a table zone is refused by the guard: 55000" 55000 "$(guard_request "$C_PORT" zgt "$GA" COMMIT)"
 check "(k) straight on worker 1, the same client's request is counted apart (shared memory is per node)" ok \
 	"$(guard_request "$W1_PORT" zg "$GA" COMMIT)"
-check "(k) ... decided there (decided: coordinator, w1, w2)" "3 1 0" "$(decided "$(zone_id zg)")"
+check "(k) ... decided there (decided: coordinator, w1, w2)" "3 1 0" "$(decided zg)"
 
 ###########################################################################
 # (l) The call forms Citus does not delegate itself, through the
@@ -532,7 +522,7 @@ call_form() {
 	out=$(calls "$C_PORT" 8 "$sql")
 	calls=$((8 * $(grep -oE 'rl_limit|cf_allowed' <<<"$sql" | wc -l)))
 	check "(l) $name: 5 of $calls admitted on a zone of 5" 5 "$(grep -oE "$pattern" <<<"$out" | wc -l)"
-	check "(l) ... every call decided on worker 1 (decided: coordinator, w1, w2)" "0 $calls 0" "$(decided "$(zone_id "$zone")")"
+	check "(l) ... every call decided on worker 1 (decided: coordinator, w1, w2)" "0 $calls 0" "$(decided "$zone")"
 	check "(l) ... the key's state row is in worker 1's shard" 1 "$(state_rows "$W1_PORT" "$zone" "$key")"
 	sleep 0.2	# the log caught up with the calls above
 	lines=$(wc -l <"$W1_LOG")
@@ -566,17 +556,17 @@ check "(l) ... then 5 of 6 admitted on the zone of 5: the rolled-back calls took
 # there as on one node (25006), and takes nothing.
 C "SELECT rl_zone_set('zcfro', 'token_bucket', 5, '1 hour')" >/dev/null
 KRO=$(key_on "$W1_PORT" cfro)
+# ro_state BEFORE AFTER: the SQLSTATE of the call (err_of) between the
+# statements BEFORE and AFTER, in one session.
 ro_state() {
-	PGPORT=$C_PORT "$RL_PG_BIN/psql" -X -q -tA -d postgres 2>&1 <<SQL | grep -m1 -oE '^ERROR:  [0-9A-Z]{5}' | cut -c9-
-\\set VERBOSITY verbose
-$1
-SQL
+	C "$1" "SELECT 'state ' || err_of(\$\$SELECT (rl_limit('zcfro', '$KRO')).allowed\$\$)" "$2" \
+		| sed -n 's/^state \([^ ]*\).*/\1/p'
 }
 check "(l) BEGIN; SET TRANSACTION READ ONLY; SELECT (rl_limit(...)).allowed: refused with 25006" 25006 \
-	"$(ro_state "BEGIN; SET TRANSACTION READ ONLY; SELECT (rl_limit('zcfro', '$KRO')).allowed; COMMIT;")"
+	"$(ro_state "BEGIN; SET TRANSACTION READ ONLY" "COMMIT")"
 check "(l) default_transaction_read_only = on, SELECT (rl_limit(...)).allowed: refused with 25006" 25006 \
-	"$(ro_state "SET default_transaction_read_only = on; SELECT (rl_limit('zcfro', '$KRO')).allowed;")"
-check "(l) ... neither decided anywhere (decided: coordinator, w1, w2)" "0 0 0" "$(decided "$(zone_id zcfro)")"
+	"$(ro_state "SET default_transaction_read_only = on" "")"
+check "(l) ... neither decided anywhere (decided: coordinator, w1, w2)" "0 0 0" "$(decided zcfro)"
 
 # A forwarded statement that Citus does not delegate (here: a function it
 # does not know) runs on the coordinator, which then decides through
@@ -592,7 +582,7 @@ check "(l) not delegated: pgbench 4 clients x 25 calls on one key, no failed tra
 	"$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' "$WORK/undistributed.log") $(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$WORK/undistributed.log")"
 check "(l) ... 20 of 100 admitted on a zone of 20, all decided on the coordinator (allowed/decided: coordinator, w1, w2)" \
 	"20/100 0/0 0/0" \
-	"$(for port in "$C_PORT" "$W1_PORT" "$W2_PORT"; do on "$port" "SELECT coalesce(sum(allowed), 0) || '/' || coalesce(sum(allowed + refused), 0) FROM ratelimit.shmem_counters() WHERE zone_id = $(zone_id zcfu)"; done | tr '\n' ' ' | sed 's/ $//')"
+	"$(zone_counters "coalesce(sum(allowed), 0) || '/' || coalesce(sum(allowed + refused), 0)" zcfu "$C_PORT" "$W1_PORT" "$W2_PORT")"
 sleep 0.2
 lines=$(wc -l <"$W1_LOG")
 calls "$C_PORT" 1 "SELECT (rl_limit_undistributed('zcfu', '$(key_on "$W1_PORT" cfu 1)')).allowed" >/dev/null

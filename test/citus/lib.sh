@@ -91,6 +91,20 @@ CREATE FUNCTION public.shard_of(k text) RETURNS text LANGUAGE sql STABLE AS \$\$
 \$\$;
 "
 
+# zone_counters EXPR ZONE PORT...: EXPR over ZONE's counters
+# (ratelimit.shmem_counters(): allowed, refused, ...; aggregates, as
+# coalesce(sum(allowed), 0)) on the node at each PORT, in order, one word a
+# node.  The zone by name: its id may differ between clusters.
+zone_counters() {
+	local expr=$1 zone=$2 port out=()
+	shift 2
+	for port in "$@"; do
+		out+=("$(on "$port" "SELECT $expr FROM ratelimit.shmem_counters() JOIN ratelimit.zone z USING (zone_id)
+		                     WHERE z.zone = '$zone'")")
+	done
+	echo "${out[*]}"
+}
+
 # key_on PORT PREFIX [SKIP]: the first key PREFIX<n> whose shard is on the
 # worker at PORT (the SKIP first such keys passed over).
 key_on() {
