@@ -3,11 +3,14 @@
 # pgb_checked NAME CLIENTS LOG PGOPTIONS PGBENCH-ARGUMENT...: one pgbench run
 # (-n -M prepared, a thread per client, database postgres) whose output goes
 # to LOG; prints "tps transactions", or dies when pgbench failed, reported
-# a failed transaction or printed something it could not read.
+# a failed transaction or printed something it could not read.  With
+# PGB_CPUS set (a taskset CPU list), pgbench runs on those CPUs only.
 pgb_checked() {
 	local name=$1 clients=$2 log=$3 options=$4 tps xacts
+	local pin=()
 	shift 4
-	PGOPTIONS=$options "$RL_PG_BIN/pgbench" -n -M prepared -c "$clients" -j "$clients" "$@" postgres \
+	[ -z "${PGB_CPUS:-}" ] || pin=(taskset -c "$PGB_CPUS")
+	PGOPTIONS=$options "${pin[@]}" "$RL_PG_BIN/pgbench" -n -M prepared -c "$clients" -j "$clients" "$@" postgres \
 		>"$log" 2>&1 || { cat "$log" >&2; rl_die "pgbench $name ($clients clients) failed"; }
 	tps=$(sed -n 's/^tps = \([0-9.]*\) (without initial connection time)$/\1/p' "$log")
 	xacts=$(sed -n 's/^number of transactions actually processed: \([0-9]*\)$/\1/p' "$log")

@@ -11,7 +11,9 @@
 #      store (both access paths) and the shmem store, against the hand-written
 #      buckets and a hashtext(i::text) loop;
 #   2. pgbench -M prepared -n, 1 and 2 clients, random key among 10k, both
-#      stores, the hand-written buckets and SELECT 1;
+#      stores, the hand-written buckets and SELECT 1; then 1 client again
+#      with the server and pgbench on one CPU (taskset), where a round trip
+#      costs no wake-up of an idle CPU;
 #   3. hot key: 100k calls on one key vs 100k calls over 10k keys, both stores;
 #   4. zones: rl_limit in-backend calls/s of each algorithm on both stores,
 #      same shape as 1 and measured in the same interleaved repetitions as 1;
@@ -74,6 +76,9 @@
 #   BENCH_RESULTS  where the report goes (default test/bench/RESULTS.md)
 #   BENCH_BUILD=0  measure the installed extension as it is (default 1:
 #                  install missing packages, build and install the tree's)
+#   BENCH_PG       the PostgreSQL major to measure (default 15, the host's):
+#                  17 and 18 run inside their Debian chroot
+#                  (scripts/chroot.sh), as scripts/test.sh --pg does
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -93,6 +98,7 @@ BENCH_TRIGGER=${BENCH_TRIGGER:-1}
 BENCH_SW_ROWS=${BENCH_SW_ROWS:-2000000}
 BENCH_BUILD=${BENCH_BUILD:-1}
 BENCH_SHMEM_KEYS=${BENCH_SHMEM_KEYS:-500000}
+BENCH_PG=${BENCH_PG:-$RL_PG_VERSION}
 
 rl_require_positive_ints BENCH_SECONDS BENCH_PGBENCH_ROUNDS BENCH_REPS BENCH_HOT_REPS BENCH_SW_ROWS BENCH_SHMEM_KEYS
 for v in BENCH_ZONES BENCH_CRON BENCH_TRIGGER; do
@@ -100,9 +106,31 @@ for v in BENCH_ZONES BENCH_CRON BENCH_TRIGGER; do
 done
 
 # The exact command, with the settings that change what it measures.
-COMMAND=$(rl_command_with_env "bash test/bench/run.sh" BENCH_BUILD BENCH_SHMEM_KEYS BENCH_SW_ROWS \
-	BENCH_TRIGGER BENCH_CRON BENCH_ZONES BENCH_HOT_REPS BENCH_REPS BENCH_PGBENCH_ROUNDS BENCH_SECONDS)
+BENCH_SETTINGS=(BENCH_BUILD BENCH_SHMEM_KEYS BENCH_SW_ROWS BENCH_TRIGGER BENCH_CRON BENCH_ZONES
+	BENCH_HOT_REPS BENCH_REPS BENCH_PGBENCH_ROUNDS BENCH_SECONDS BENCH_PG)
+COMMAND=$(rl_command_with_env "bash test/bench/run.sh" "${BENCH_SETTINGS[@]}")
 [ $# -eq 0 ] || rl_die "usage: [BENCH_SECONDS=20 ...] bash test/bench/run.sh (no arguments)"
+
+# Another major: the same script inside that major's chroot, with the
+# settings given here (the repository is /repo there).
+if [ "$BENCH_PG" != "$RL_PG_VERSION" ]; then
+	# shellcheck source=../../scripts/chroot.sh disable=SC1091
+	. "$HERE/../../scripts/chroot.sh"
+	rl_chroot_probe || rl_die "PostgreSQL $BENCH_PG runs in a chroot, which cannot be made here: $RL_CHROOT_WHY"
+	passed=()
+	for v in "${BENCH_SETTINGS[@]}"; do
+		if printenv "$v" >/dev/null; then passed+=("$v=${!v}"); fi
+	done
+	results=${BENCH_RESULTS:-$HERE/RESULTS.md}
+	results=$(realpath -m "$results")
+	case $results in
+		"$RL_ROOT"/*) passed+=("BENCH_RESULTS=/repo/${results#"$RL_ROOT"/}") ;;
+		*) rl_die "BENCH_RESULTS must be inside the repository for a chroot run (got $results)" ;;
+	esac
+	rl_log "PostgreSQL $BENCH_PG: measuring inside its Debian chroot"
+	rl_chroot_run "$BENCH_PG" env RL_PG_VERSION="$BENCH_PG" "${passed[@]}" bash /repo/test/bench/run.sh
+	exit
+fi
 
 # pgbench: ROUNDS interleaved runs of -T RUN_SECONDS (at least one second).
 PGB_ROUNDS=$(( BENCH_PGBENCH_ROUNDS < BENCH_SECONDS ? BENCH_PGBENCH_ROUNDS : BENCH_SECONDS ))
@@ -195,6 +223,16 @@ pgb_options() {
 	esac
 }
 
+# server_on_cpus LIST: the cluster's processes (the postmaster and its
+# children; backends forked later inherit it) run on the CPUs of LIST only.
+server_on_cpus() {
+	local postmaster pid
+	postmaster=$(head -1 "$RL_PGDATA/postmaster.pid")
+	for pid in "$postmaster" $(pgrep -P "$postmaster"); do
+		rl_as_root taskset -a -p -c "$1" "$pid" >/dev/null
+	done
+}
+
 # pgb_rounds SECTION PREFIX VACUUM VARIANT...: PGB_ROUNDS interleaved rounds
 # (round 1 of every variant at 1 then 2 clients, then round 2 ...), so that
 # a slow spell of the machine does not fall on one variant only; each run
@@ -205,8 +243,8 @@ pgb_rounds() {
 	local section=$1 prefix=$2 vacuum=$3 round clients v result tps xacts
 	shift 3
 	for round in $(seq 1 "$PGB_ROUNDS"); do
-		rl_log "section $section: pgbench round $round/$PGB_ROUNDS: $# variants x 1 and 2 clients, ${PGB_RUN_SECONDS}s each"
-		for clients in 1 2; do
+		rl_log "section $section: pgbench round $round/$PGB_ROUNDS: $# variants x ${PGB_CLIENTS:-1 2} clients, ${PGB_RUN_SECONDS}s each"
+		for clients in ${PGB_CLIENTS:-1 2}; do
 			for v in "$@"; do
 				psql_q -c "VACUUM $vacuum"
 				result=$(pgb_checked "$prefix$v" "$clients" "$OUT/pgbench-$prefix$v-$clients-$round.log" \
@@ -235,6 +273,14 @@ run_sql 1_in_backend.sql
 } >"$OUT/upsert.pgbench"
 pgb_rounds 2 "" "ratelimit.state, bench.plpgsql_bucket, bench.upsert_bucket" \
 	select1 hashtext_k direct spi shmem plpgsql upsert
+# Section 2 at 1 client again with the server and pgbench on CPU 0
+# (recorded as section 20): on a VM, a round trip across two CPUs mostly
+# waits for an idle CPU to wake (SELECT 1 at 1 client runs several times
+# slower than on one CPU), which hides what the server spends per call.
+server_on_cpus 0
+PGB_CLIENTS=1 PGB_CPUS=0 pgb_rounds 20 "" "ratelimit.state, bench.upsert_bucket" \
+	select1 direct shmem upsert
+server_on_cpus "0-$(( $(nproc) - 1 ))"
 # The access path and store really were the ones asked for (PGOPTIONS
 # reached the server).
 for v in direct spi shmem; do

@@ -83,6 +83,8 @@ CREATE TEMP VIEW label(variant, label, n) AS VALUES
     ('upsert', '`INSERT … ON CONFLICT DO UPDATE` bucket', 8);
 CREATE TEMP VIEW inb AS SELECT * FROM med WHERE phase = 'inbackend';
 CREATE TEMP VIEW pgb AS SELECT * FROM pgb_all WHERE section = 2;
+-- Section 2's variants at 1 client with the server and pgbench on one CPU.
+CREATE TEMP VIEW pgb_one_cpu AS SELECT * FROM pgb_all WHERE section = 20;
 CREATE TEMP VIEW hot AS
 SELECT h.variant, h.secs AS hot_s, s.secs AS spread_s, h.secs / s.secs AS ratio
   FROM med h JOIN med s ON s.phase = 'spread' AND s.variant = h.variant
@@ -122,6 +124,22 @@ SELECT bench.md_row(l.label, b.clients::text, to_char(b.tps, 'FM9999999990'),
   JOIN pgb u ON u.clients = b.clients AND u.variant = 'upsert'
   JOIN pgb s ON s.clients = b.clients AND s.variant = 'select1'
  ORDER BY b.clients, l.n;
+\echo ''
+\echo '### 1 client, the server and pgbench on one CPU'
+\echo ''
+SELECT format('The same runs at 1 client (%s × `-T %s` each, interleaved), with every process of the cluster and pgbench bound to CPU 0 (`taskset`). Across two CPUs of a VM, each round trip waits for an idle CPU to wake; on one CPU it is a context switch, and the tps is what the server and pgbench spend per transaction. `SELECT 1` here against `SELECT 1` across two CPUs: %s×.',
+              :'rounds', :'seconds', to_char(o.tps / t.tps, 'FM990.00'))
+  FROM pgb_one_cpu o JOIN pgb t ON t.clients = 1 AND t.variant = 'select1'
+ WHERE o.variant = 'select1';
+\echo ''
+SELECT bench.md_head('lrrrr', 'variant', 'tps', 'min–max tps', '× upsert', '× `SELECT 1`');
+SELECT bench.md_row(l.label, to_char(b.tps, 'FM9999999990'),
+                    to_char(b.tps_min, 'FM9999999990') || '–' || to_char(b.tps_max, 'FM9999999990'),
+                    to_char(b.tps / u.tps, 'FM990.00'), to_char(b.tps / s.tps, 'FM990.00'))
+  FROM pgb_one_cpu b JOIN label l USING (variant)
+ CROSS JOIN (SELECT tps FROM pgb_one_cpu WHERE variant = 'upsert') u
+ CROSS JOIN (SELECT tps FROM pgb_one_cpu WHERE variant = 'select1') s
+ ORDER BY l.n;
 \echo ''
 
 \echo '## 3. Hot key'
@@ -389,6 +407,11 @@ SELECT bench.target(format('`rl_token_bucket` pgbench ≥ 1.3× the upsert bucke
                     b.tps / u.tps >= 1.3)
   FROM pgb b JOIN pgb u ON u.clients = b.clients AND u.variant = 'upsert'
  WHERE b.variant = 'direct' ORDER BY b.clients;
+SELECT bench.target('`rl_token_bucket` pgbench ≥ 1.3× the upsert bucket, 1 client, server and pgbench on one CPU',
+                    format('%s× (direct, %s vs %s tps)',
+                           to_char(b.tps / u.tps, 'FM990.00'), to_char(b.tps, 'FM9999999990'), to_char(u.tps, 'FM9999999990')),
+                    b.tps / u.tps >= 1.3)
+  FROM pgb_one_cpu b, pgb_one_cpu u WHERE b.variant = 'direct' AND u.variant = 'upsert';
 SELECT bench.target(format('shmem store: `rl_token_bucket` pgbench ≥ 0.85× `SELECT 1`, %s', bench.clients(b.clients)),
                     format('%s× (%s vs %s tps)',
                            to_char(b.tps / s.tps, 'FM990.00'), to_char(b.tps, 'FM9999999990'), to_char(s.tps, 'FM9999999990')),
