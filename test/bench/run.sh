@@ -243,7 +243,7 @@ pgb_rounds() {
 	local section=$1 prefix=$2 vacuum=$3 round clients v result tps xacts
 	shift 3
 	for round in $(seq 1 "$PGB_ROUNDS"); do
-		rl_log "section $section: pgbench round $round/$PGB_ROUNDS: $# variants x ${PGB_CLIENTS:-1 2} clients, ${PGB_RUN_SECONDS}s each"
+		rl_log "section $section: pgbench round $round/$PGB_ROUNDS: $# variants, clients ${PGB_CLIENTS:-1 2}, ${PGB_RUN_SECONDS}s each"
 		for clients in ${PGB_CLIENTS:-1 2}; do
 			for v in "$@"; do
 				psql_q -c "VACUUM $vacuum"
