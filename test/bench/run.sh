@@ -225,6 +225,7 @@ pgb_options() {
 
 # server_on_cpus LIST: the cluster's processes (the postmaster and its
 # children; backends forked later inherit it) run on the CPUs of LIST only.
+# server_cpus: the postmaster's CPU list now.
 server_on_cpus() {
 	local postmaster pid
 	postmaster=$(head -1 "$RL_PGDATA/postmaster.pid")
@@ -232,9 +233,13 @@ server_on_cpus() {
 		rl_as_root taskset -a -p -c "$1" "$pid" >/dev/null
 	done
 }
+server_cpus() {
+	taskset -p -c "$(head -1 "$RL_PGDATA/postmaster.pid")" | sed 's/.*: //'
+}
 
 # pgb_rounds SECTION PREFIX VACUUM VARIANT...: PGB_ROUNDS interleaved rounds
-# (round 1 of every variant at 1 then 2 clients, then round 2 ...), so that
+# (round 1 of every variant at 1 then 2 clients, or at the client counts of
+# PGB_CLIENTS, then round 2 ...), so that
 # a slow spell of the machine does not fall on one variant only; each run
 # -T PGB_RUN_SECONDS after VACUUM of the tables the variants write, its tps
 # and transactions recorded in bench.pgbench.  PREFIX: of the variants'
@@ -247,7 +252,7 @@ pgb_rounds() {
 		for clients in ${PGB_CLIENTS:-1 2}; do
 			for v in "$@"; do
 				psql_q -c "VACUUM $vacuum"
-				result=$(pgb_checked "$prefix$v" "$clients" "$OUT/pgbench-$prefix$v-$clients-$round.log" \
+				result=$(pgb_checked "$prefix$v" "$clients" "$OUT/pgbench-$section-$prefix$v-$clients-$round.log" \
 					"$(pgb_options "$prefix$v")" -D keys="$KEYS" -T "$PGB_RUN_SECONDS" -f "$(pgb_script "$prefix$v")")
 				read -r tps xacts <<<"$result"
 				psql_q -c "INSERT INTO bench.pgbench VALUES ($section, $round, $clients, '$v', $tps, $xacts)"
@@ -277,10 +282,11 @@ pgb_rounds 2 "" "ratelimit.state, bench.plpgsql_bucket, bench.upsert_bucket" \
 # (recorded as section 20): on a VM, a round trip across two CPUs mostly
 # waits for an idle CPU to wake (SELECT 1 at 1 client runs several times
 # slower than on one CPU), which hides what the server spends per call.
+cpus_before=$(server_cpus)
 server_on_cpus 0
 PGB_CLIENTS=1 PGB_CPUS=0 pgb_rounds 20 "" "ratelimit.state, bench.upsert_bucket" \
 	select1 direct shmem upsert
-server_on_cpus "0-$(( $(nproc) - 1 ))"
+server_on_cpus "$cpus_before"
 # The access path and store really were the ones asked for (PGOPTIONS
 # reached the server).
 for v in direct spi shmem; do
