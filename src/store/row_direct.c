@@ -174,27 +174,60 @@ SlotHoldsKey(TupleTableSlot *slot, const RlStateKey *key)
 }
 
 /*
- * Key's row through the HOT chain its hint points to (row_hint.c), into the
- * slot.  False when there is no hint, or the chain holds no version the
- * snapshot sees, or the version it sees is another key's (its line pointer
- * was reused): the caller then asks the index.
+ * One lookup at a hint in PRUNE_EVERY follows the row's chain from its
+ * root, as an index scan does, and so prunes the page of dead versions
+ * (heap_page_prune_opt) when the page is short of room, which on a page
+ * filled to its fillfactor is at nearly every visit.  The others read the
+ * newest version the hint remembers: no pruning and no chain to walk.  A
+ * HOT update needs the room pruning makes on its page; with the page
+ * pruned at one visit in four, a few dead versions at most wait there.
+ */
+#define PRUNE_EVERY 4
+
+static uint32 lookups_at_hint = 0;
+
+/*
+ * Whether the version at tid is key's row, into the slot: seen by the
+ * snapshot (the version another transaction has since replaced is not) and
+ * holding the key (a freed line pointer may hold another key's row).
+ */
+static bool
+FetchVersion(DirectTable *t, const RlStateKey *key, Snapshot snapshot, ItemPointer tid)
+{
+	return RlRowHintBlockExists(t->rel, ItemPointerGetBlockNumber(tid)) &&
+		table_tuple_fetch_row_version(t->rel, tid, snapshot, t->slot) &&
+		SlotHoldsKey(t->slot, key);
+}
+
+/*
+ * Key's row at its hint (row_hint.c), into the slot: the newest version
+ * the hint remembers, else the version the snapshot sees in the chain the
+ * hint's root starts.  False when there is no hint, or neither holds the
+ * key's row: the caller then asks the index.
  */
 static bool
 FetchAtHint(DirectTable *t, const RlStateKey *key, Snapshot snapshot)
 {
-	ItemPointerData tid;
+	ItemPointerData root;
+	ItemPointerData newest;
 	IndexFetchTableData *fetch;
 	bool		call_again = false;
 	bool		all_dead = false;
 	bool		found;
 
-	if (!RlRowHintGet(t->rel, key, &tid) ||
-		!RlRowHintBlockExists(t->rel, ItemPointerGetBlockNumber(&tid)))
+	if (!RlRowHintGet(t->rel, key, &root, &newest))
+		return false;
+	if (++lookups_at_hint % PRUNE_EVERY != 0 && FetchVersion(t, key, snapshot, &newest))
+		return true;
+	if (!RlRowHintBlockExists(t->rel, ItemPointerGetBlockNumber(&root)))
 		return false;
 	fetch = table_index_fetch_begin(t->rel);
-	found = table_index_fetch_tuple(fetch, &tid, snapshot, t->slot, &call_again, &all_dead);
+	found = table_index_fetch_tuple(fetch, &root, snapshot, t->slot, &call_again, &all_dead);
 	table_index_fetch_end(fetch);
-	return found && SlotHoldsKey(t->slot, key);
+	if (!found || !SlotHoldsKey(t->slot, key))
+		return false;
+	RlRowHintSetNewest(t->rel, key, &t->slot->tts_tid);
+	return true;
 }
 
 /*
@@ -231,7 +264,7 @@ FetchThroughIndex(DirectTable *t, const RlStateKey *key, Snapshot snapshot,
 		ItemPointerCopy(entry, &root);
 		if (index_fetch_heap(*scan, t->slot))
 		{
-			RlRowHintSet(t->rel, key, &root);
+			RlRowHintSet(t->rel, key, &root, &t->slot->tts_tid);
 			return true;
 		}
 	}
@@ -406,7 +439,7 @@ DirectInsert(void *handle, const RlStateKey *key, const RlStateRow *row, RlRowRe
 		StoreRowInSlot(t->slot, key, row);
 		ExecSimpleRelationInsert(rri, estate, t->slot);
 		ItemPointerCopy(&t->slot->tts_tid, &ref->tid);
-		RlRowHintSet(t->rel, key, &ref->tid);
+		RlRowHintSet(t->rel, key, &ref->tid, &ref->tid);
 		ref->locked = true;		/* our uncommitted row blocks other writers */
 		FreeStateTableEState(estate, rri);
 		inserted = true;
@@ -454,8 +487,10 @@ DirectReplace(void *handle, const RlStateKey *key, const RlStateRow *row, RlRowR
 		RlInsertIndexTuplesAfterUpdate(rri, slot, estate, update_indexes);
 		FreeStateTableEState(estate, rri);
 		/* The new version starts a chain of its own. */
-		RlRowHintSet(t->rel, key, &slot->tts_tid);
+		RlRowHintSet(t->rel, key, &slot->tts_tid, &slot->tts_tid);
 	}
+	else
+		RlRowHintSetNewest(t->rel, key, &slot->tts_tid);
 	ItemPointerCopy(&slot->tts_tid, &ref->tid);
 	ref->locked = true;
 

@@ -14,6 +14,10 @@
  * key up through the index whenever the hint finds nothing.  So a stale or
  * wrong hint costs a wasted page visit, never a wrong decision.
  *
+ * Beside the root, a hint keeps the newest version of the row this backend
+ * found or wrote, which row_direct.c reads first: while no other backend
+ * has updated the row since, that is the row, with no chain to walk.
+ *
  * Entries are identified by a 64-bit hash of the key (relation, zone, part,
  * key text, params) and hold no copy of the key: a collision is one more
  * hint that does not match.  The table is bounded; when full it starts over.
@@ -30,13 +34,14 @@
 #include "base/pg_compat.h"
 #include "store/row_hint.h"
 
-/* About 40 bytes an entry: 4 MB at most per backend. */
+/* About 48 bytes an entry: 5 MB at most per backend. */
 #define MAX_HINTS 100000
 
 typedef struct RowHint
 {
 	uint64		hash;			/* the hash table's key */
-	ItemPointerData tid;
+	ItemPointerData root;
+	ItemPointerData newest;
 } RowHint;
 
 static HTAB *hints = NULL;
@@ -65,7 +70,7 @@ EnsureHints(void)
 }
 
 bool
-RlRowHintGet(Relation rel, const RlStateKey *key, ItemPointer tid)
+RlRowHintGet(Relation rel, const RlStateKey *key, ItemPointer root, ItemPointer newest)
 {
 	uint64		hash;
 	RowHint    *hint;
@@ -76,19 +81,36 @@ RlRowHintGet(Relation rel, const RlStateKey *key, ItemPointer tid)
 	hint = hash_search(hints, &hash, HASH_FIND, NULL);
 	if (hint == NULL)
 		return false;
-	ItemPointerCopy(&hint->tid, tid);
+	ItemPointerCopy(&hint->root, root);
+	ItemPointerCopy(&hint->newest, newest);
 	return true;
 }
 
 void
-RlRowHintSet(Relation rel, const RlStateKey *key, ItemPointer tid)
+RlRowHintSet(Relation rel, const RlStateKey *key, ItemPointer root, ItemPointer newest)
 {
 	uint64		hash = RlStateKeyHash(RelationGetRelid(rel), key);
 	RowHint    *hint;
 
 	EnsureHints();
 	hint = hash_search(hints, &hash, HASH_ENTER, NULL);
-	ItemPointerCopy(tid, &hint->tid);
+	ItemPointerCopy(root, &hint->root);
+	ItemPointerCopy(newest, &hint->newest);
+}
+
+void
+RlRowHintSetNewest(Relation rel, const RlStateKey *key, ItemPointer newest)
+{
+	uint64		hash;
+	RowHint    *hint;
+
+	/* Without its root a hint is no use: none is made here. */
+	if (hints == NULL)
+		return;
+	hash = RlStateKeyHash(RelationGetRelid(rel), key);
+	hint = hash_search(hints, &hash, HASH_FIND, NULL);
+	if (hint != NULL)
+		ItemPointerCopy(newest, &hint->newest);
 }
 
 void

@@ -10,11 +10,20 @@
 
 #include "store/store.h"
 
-/* The root TID last seen for key's row in rel; false when there is none. */
-extern bool RlRowHintGet(Relation rel, const RlStateKey *key, ItemPointer tid);
+/*
+ * Where key's row in rel was last seen: the root of its chain of versions
+ * (what its index entry points to) and the newest version this backend
+ * found or wrote.  False when there is no hint.
+ */
+extern bool RlRowHintGet(Relation rel, const RlStateKey *key, ItemPointer root,
+						 ItemPointer newest);
 
-/* Remembers tid as the root of key's row in rel (what its index entry points to). */
-extern void RlRowHintSet(Relation rel, const RlStateKey *key, ItemPointer tid);
+/* Remembers the root of key's row in rel and its newest version. */
+extern void RlRowHintSet(Relation rel, const RlStateKey *key, ItemPointer root,
+						 ItemPointer newest);
+
+/* Remembers a newer version of key's row, in the chain the hint's root starts. */
+extern void RlRowHintSetNewest(Relation rel, const RlStateKey *key, ItemPointer newest);
 
 /* Forgets key's hint in rel: its row is gone. */
 extern void RlRowHintForget(Relation rel, const RlStateKey *key);
