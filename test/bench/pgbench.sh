@@ -22,3 +22,13 @@ pgb_checked() {
 	fi
 	echo "$tps $xacts"
 }
+
+# pgb_upsert_script KEYS RATE WINDOW: the upsert bucket's pgbench script on
+# stdout, a random key 'k1' .. 'k<KEYS>' (KEYS a number, or :keys for -D
+# keys=N) at RATE tokens a second over WINDOW seconds, cost 1.  The
+# statement is bench.upsert_bucket's own (test/bench/baselines.sql, in the
+# database postgres), sent as is: a SQL function that writes is not inlined.
+pgb_upsert_script() {
+	printf '\\set k random(1, %s)\n%s;\n' "$1" \
+		"$(rl_psql -d postgres -At -c "SELECT bench.upsert_bucket_sql(\$\$'k' || :k\$\$, '$2', '$3', '1')")"
+}

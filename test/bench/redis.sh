@@ -238,8 +238,7 @@ pgb_script() {
 		select1) printf '\\set k random(1, %d)\nSELECT 1;\n' "$KEYS" ;;
 		plpgsql) printf '\\set k random(1, %d)\nSELECT bench.plpgsql_bucket('"'k'"' || :k, %s, %s, 1);\n' "$KEYS" "$RATE_PER_SEC" "$PERIOD" ;;
 		# As run.sh sends it: the statement itself, not the SQL function.
-		upsert) printf '\\set k random(1, %d)\n%s;\n' "$KEYS" \
-			"$(psql_at -c "SELECT bench.upsert_bucket_sql(\$\$'k' || :k\$\$, '$RATE_PER_SEC', '$PERIOD', '1')")" ;;
+		upsert) pgb_upsert_script "$KEYS" "$RATE_PER_SEC" "$PERIOD" ;;
 		table|shmem) printf '\\set k random(1, %d)\nSELECT rl_token_bucket('"'k'"' || :k, %s, %s, 1);\n' "$KEYS" "$RATE_PER_SEC" "$PERIOD" ;;
 		zone_*) printf '\\set k random(1, %d)\nSELECT allowed FROM rl_limit('"'bench_shmem_%s'"', '"'k'"' || :k);\n' "$KEYS" "${1#zone_}" ;;
 	esac

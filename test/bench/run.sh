@@ -270,12 +270,7 @@ run_sql sanity.sql
 rl_log "sections 1, 3 and 4: in-backend, $BENCH_REPS reps, then hot key, $BENCH_HOT_REPS reps"
 run_sql 1_in_backend.sql
 
-# upsert: the statement of bench.upsert_bucket itself (baselines.sql holds
-# it once), sent as is: a SQL function that writes is not inlined.
-{
-	echo '\set k random(1, :keys)'
-	psql_at -c "SELECT bench.upsert_bucket_sql(\$\$'k' || :k\$\$, '$RATE', '$WINDOW', '1') || ';'"
-} >"$OUT/upsert.pgbench"
+pgb_upsert_script :keys "$RATE" "$WINDOW" >"$OUT/upsert.pgbench"
 pgb_rounds 2 "" "ratelimit.state, bench.plpgsql_bucket, bench.upsert_bucket" \
 	select1 hashtext_k direct spi shmem plpgsql upsert
 # Section 2 at 1 client again with the server and pgbench on CPU 0

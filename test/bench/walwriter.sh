@@ -40,10 +40,7 @@ psql_at -c "CREATE EXTENSION ratelimit" \
 	-c "SELECT count(bench.upsert_bucket('k' || i, 1000000, 60, 1)) FROM generate_series(1, 10000) i" >/dev/null
 echo 'SELECT 1;' >"$work/select1.pgbench"
 cp "$RL_ROOT/test/bench/sql/token_bucket.pgbench" "$work/table.pgbench"
-{
-	echo '\set k random(1, :keys)'
-	psql_at -c "SELECT bench.upsert_bucket_sql(\$\$'k' || :k\$\$, '1000000', '60', '1') || ';'"
-} >"$work/upsert.pgbench"
+pgb_upsert_script :keys 1000000 60 >"$work/upsert.pgbench"
 
 walwriter=$(psql_at -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'")
 [ -n "$walwriter" ] || rl_die "no WAL writer in pg_stat_activity"
