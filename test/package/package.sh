@@ -58,13 +58,17 @@ if [ "$RL_PG_BIN" != "$system_bin" ]; then
 fi
 
 # What make install put where the package goes, kept to be put back.
-if dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
-	echo "# $pkg was installed before this suite: purged first"
-	rl_as_root apt-get purge -y -q "$pkg" >/dev/null 2>&1
-fi
+# Kept before a package left installed (by a run that was killed) is
+# purged: make install wrote over the package's files, and the purge
+# deletes every file the package owned, make install's among them.
 (cd / && find "${pkglibdir#/}/ratelimit.so" "${pkglibdir#/}/bitcode/ratelimit.index.bc" \
 	"${pkglibdir#/}/bitcode/ratelimit" "${extdir#/}"/ratelimit.control "${extdir#/}"/ratelimit--*.sql \
 	-maxdepth 0 2>/dev/null | tar -cf "$work/make-installed.tar" -T -)
+if dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
+	echo "# $pkg was installed before this suite: purged first, make install's files put back"
+	rl_as_root apt-get purge -y -q "$pkg" >/dev/null 2>&1
+	[ -s "$work/make-installed.tar" ] && rl_as_root tar -C / -xf "$work/make-installed.tar"
+fi
 restore() {
 	if dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
 		rl_as_root apt-get purge -y -q "$pkg" >/dev/null 2>&1
