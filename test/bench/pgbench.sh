@@ -1,4 +1,4 @@
-# Sourced by test/bench/run.sh and test/bench/redis.sh (after scripts/lib.sh).
+# Sourced by the scripts of test/bench that run pgbench (after scripts/lib.sh).
 
 # pgb_checked NAME CLIENTS LOG PGOPTIONS PGBENCH-ARGUMENT...: one pgbench run
 # (-n -M prepared, a thread per client, database postgres) whose output goes
@@ -31,4 +31,18 @@ pgb_checked() {
 pgb_upsert_script() {
 	printf '\\set k random(1, %s)\n%s;\n' "$1" \
 		"$(rl_psql -d postgres -At -c "SELECT bench.upsert_bucket_sql(\$\$'k' || :k\$\$, '$2', '$3', '1')")"
+}
+
+# server_on_cpus LIST: the cluster's processes (the postmaster and its
+# children; backends forked later inherit it) run on the CPUs of LIST only.
+# server_cpus: the postmaster's CPU list now.
+server_on_cpus() {
+	local postmaster pid
+	postmaster=$(head -1 "$RL_PGDATA/postmaster.pid")
+	for pid in "$postmaster" $(pgrep -P "$postmaster"); do
+		rl_as_root taskset -a -p -c "$1" "$pid" >/dev/null
+	done
+}
+server_cpus() {
+	taskset -p -c "$(head -1 "$RL_PGDATA/postmaster.pid")" | sed 's/.*: //'
 }

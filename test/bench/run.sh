@@ -223,20 +223,6 @@ pgb_options() {
 	esac
 }
 
-# server_on_cpus LIST: the cluster's processes (the postmaster and its
-# children; backends forked later inherit it) run on the CPUs of LIST only.
-# server_cpus: the postmaster's CPU list now.
-server_on_cpus() {
-	local postmaster pid
-	postmaster=$(head -1 "$RL_PGDATA/postmaster.pid")
-	for pid in "$postmaster" $(pgrep -P "$postmaster"); do
-		rl_as_root taskset -a -p -c "$1" "$pid" >/dev/null
-	done
-}
-server_cpus() {
-	taskset -p -c "$(head -1 "$RL_PGDATA/postmaster.pid")" | sed 's/.*: //'
-}
-
 # pgb_rounds SECTION PREFIX VACUUM VARIANT...: PGB_ROUNDS interleaved rounds
 # (round 1 of every variant at 1 then 2 clients, or at the client counts of
 # PGB_CLIENTS, then round 2 ...), so that

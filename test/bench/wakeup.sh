@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# What a one-client round trip waits for on this machine, and what that
+# does to the table store's ratio over the upsert bucket (run.sh's
+# section 2 target: >= 1.3x at 1 client).  SELECT 1, rl_token_bucket on
+# the table store and run.sh's upsert bucket, each at 1 client, in four
+# conditions (five with WAKEUP_HALTPOLL=1), interleaved (round 1 of every condition and variant, then
+# round 2 ...):
+#
+#   tcp        pgbench over TCP 127.0.0.1, server and pgbench free to use
+#              both CPUs: run.sh's section 2
+#   unix       the same over a Unix socket (pgbench's default connection)
+#   tcp-busy   as tcp, with a busy loop at SCHED_IDLE priority on each
+#              CPU: no CPU ever halts, and a process woken by a round trip
+#              takes its CPU from the loop at once
+#   one-cpu    as tcp, the server and pgbench bound to CPU 0: run.sh's
+#              section 20
+#   haltpoll   only with WAKEUP_HALTPOLL=1, on a KVM guest whose idle
+#              driver is haltpoll: as tcp, with the guest's halt polling
+#              on (guest_halt_poll_ns = 200000: an idle CPU polls up to
+#              200 µs before it halts; this VM ships with 0, no polling).
+#              The script sets it for those runs only and puts the old
+#              value back, also when it fails.
+#
+# If tcp-busy and haltpoll run as fast as one-cpu, a one-client round trip
+# across two idle CPUs mostly waits for a halted virtual CPU to wake, a
+# cost paid once per transaction by both buckets alike, whatever the
+# server does.
+#
+#   bash test/bench/wakeup.sh      PostgreSQL 15 (the host's)
+#
+# and 17 or 18 inside its Debian chroot (made by scripts/test.sh --pg 18,
+# with the extension that run installed there):
+#
+#   bash -c '. scripts/lib.sh; . scripts/chroot.sh; rl_chroot_probe &&
+#     rl_chroot_run 18 env RL_PG_VERSION=18 bash /repo/test/bench/wakeup.sh'
+#
+# One throwaway cluster of the installed build, shared_buffers = 256MB
+# and otherwise server defaults, as run.sh; keys 'k1' .. 'k10000' made for
+# both buckets first; each run after VACUUM of both tables.
+# WAKEUP_ROUNDS (default 5) rounds of WAKEUP_SECONDS (default 2) a run.
+# Prints a Markdown table: tps over all rounds, min-max, the ratio over the
+# upsert bucket and the time of a SELECT 1 round trip.
+set -euo pipefail
+source "$(dirname "$0")/../../scripts/lib.sh"
+source "$(dirname "$0")/pgbench.sh"
+
+ROUNDS=${WAKEUP_ROUNDS:-5}
+SECONDS_PER_RUN=${WAKEUP_SECONDS:-2}
+rl_require_positive_ints ROUNDS SECONDS_PER_RUN
+[ "$(nproc)" -ge 2 ] || rl_die "wakeup.sh compares one CPU with two: this machine has $(nproc)"
+work=$(mktemp -d)
+chmod 755 "$work"
+haltpoll=/sys/module/haltpoll/parameters/guest_halt_poll_ns
+haltpoll_before=
+conditions="tcp unix tcp-busy one-cpu"
+if [ "${WAKEUP_HALTPOLL:-0}" = 1 ]; then
+	[ -w "$haltpoll" ] || rl_die "WAKEUP_HALTPOLL=1: $haltpoll is not there or not writable (not a KVM guest with cpuidle-haltpoll, or not root)"
+	haltpoll_before=$(cat "$haltpoll")
+	conditions="$conditions haltpoll"
+fi
+restore_haltpoll() { [ -z "$haltpoll_before" ] || echo "$haltpoll_before" >"$haltpoll"; }
+spinners=()
+stop_spinners() {
+	[ "${#spinners[@]}" -eq 0 ] || kill "${spinners[@]}" 2>/dev/null || true
+	wait "${spinners[@]}" 2>/dev/null || true
+	spinners=()
+}
+trap 'stop_spinners; restore_haltpoll; rl_cluster_stop; rm -rf "$work"' EXIT
+
+# The Unix socket goes in the cluster's own directory (rl_cluster_start
+# makes it, owned by the cluster's user); TCP stays as rl_cluster_start
+# sets it up.
+rl_cluster_use wakeup
+socket_dir=$RL_CLUSTER_DIR
+rl_cluster_start wakeup "shared_buffers = '256MB'" "unix_socket_directories = '$socket_dir'" >/dev/null
+psql_at() { rl_psql -d postgres -At "$@"; }
+psql_at -f "$RL_ROOT/test/bench/baselines.sql" >/dev/null
+psql_at -c "CREATE EXTENSION ratelimit" \
+	-c "SELECT count(rl_token_bucket('k' || i, 1000000, 60, 1)) FROM generate_series(1, 10000) i" \
+	-c "SELECT count(bench.upsert_bucket('k' || i, 1000000, 60, 1)) FROM generate_series(1, 10000) i" >/dev/null
+echo 'SELECT 1;' >"$work/select1.pgbench"
+cp "$RL_ROOT/test/bench/sql/token_bucket.pgbench" "$work/table.pgbench"
+pgb_upsert_script :keys 1000000 60 >"$work/upsert.pgbench"
+# The limits are out of reach: every call is admitted and writes its row.
+psql_at -c "CREATE TABLE wakeup_runs (condition text, variant text, round int, tps float8, xacts bigint)"
+
+cpus_before=$(server_cpus)
+run_condition() {
+	local condition=$1 round=$2 v result tps xacts host=127.0.0.1 pgbench_cpus=
+	case $condition in
+		unix) host=$socket_dir ;;
+		tcp-busy)
+			local cpu
+			for cpu in $(seq 0 $(($(nproc) - 1))); do
+				taskset -c "$cpu" chrt --idle 0 bash -c 'while :; do :; done' &
+				spinners+=($!)
+			done ;;
+		one-cpu) server_on_cpus 0; pgbench_cpus=0 ;;
+		haltpoll) echo 200000 >"$haltpoll" ;;
+	esac
+	for v in select1 table upsert; do
+		psql_at -c "VACUUM ratelimit.state, bench.upsert_bucket" >/dev/null
+		result=$(PGHOST=$host PGB_CPUS=$pgbench_cpus \
+			pgb_checked "$condition-$v" 1 "$work/$condition-$v-$round.log" "" \
+			-D keys=10000 -T "$SECONDS_PER_RUN" -f "$work/$v.pgbench")
+		read -r tps xacts <<<"$result"
+		psql_at -c "INSERT INTO wakeup_runs VALUES ('$condition', '$v', $round, $tps, $xacts)" >/dev/null
+	done
+	case $condition in
+		tcp-busy) stop_spinners ;;
+		one-cpu) server_on_cpus "$cpus_before" ;;
+		haltpoll) restore_haltpoll ;;
+	esac
+}
+for round in $(seq 1 "$ROUNDS"); do
+	rl_log "round $round/$ROUNDS"
+	for condition in $conditions; do
+		run_condition "$condition" "$round"
+	done
+done
+
+echo "PostgreSQL $(psql_at -c 'SHOW server_version'), 1 client, $ROUNDS rounds of ${SECONDS_PER_RUN} s a run:"
+echo
+psql_at -F ' | ' <<'SQL'
+WITH t AS (
+	SELECT condition, variant, sum(xacts) / sum(xacts / tps) AS tps,
+		min(tps) AS lo, max(tps) AS hi
+	FROM wakeup_runs GROUP BY condition, variant
+), w AS (
+	SELECT condition,
+		max(tps) FILTER (WHERE variant = 'select1') AS select1,
+		max(tps) FILTER (WHERE variant = 'table') AS tbl,
+		max(tps) FILTER (WHERE variant = 'upsert') AS upsert,
+		max(format('%s–%s', round(lo), round(hi))) FILTER (WHERE variant = 'table') AS tbl_range,
+		max(format('%s–%s', round(lo), round(hi))) FILTER (WHERE variant = 'upsert') AS upsert_range
+	FROM t GROUP BY condition
+)
+SELECT '| condition | `SELECT 1` tps | µs a `SELECT 1` round trip | table store tps (min–max) | upsert tps (min–max) | table store × upsert |'
+UNION ALL SELECT '| --- | ---: | ---: | ---: | ---: | ---: |'
+UNION ALL (SELECT format('| %s | %s | %s | %s (%s) | %s (%s) | %s× |', condition, round(select1),
+		round((1e6 / select1)::numeric, 1), round(tbl), tbl_range, round(upsert), upsert_range,
+		round((tbl / upsert)::numeric, 2))
+	FROM w ORDER BY array_position(ARRAY['tcp', 'unix', 'tcp-busy', 'one-cpu', 'haltpoll'], condition));
+SQL
