@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # What a one-client round trip waits for on this machine, and what that
 # does to the table store's ratio over the upsert bucket (run.sh's
-# section 2 target: >= 1.3x at 1 client).  SELECT 1, rl_token_bucket on
-# the table store and run.sh's upsert bucket, each at 1 client, in four
+# section 2 target: >= 1.3x at 1 and 2 clients).  SELECT 1, rl_token_bucket
+# on the table store and run.sh's upsert bucket, each at 1 client (and at
+# every client count of WAKEUP_CLIENTS, e.g. "1 2"), in four
 # conditions (five with WAKEUP_HALTPOLL=1), interleaved (round 1 of every condition and variant, then
 # round 2 ...):
 #
@@ -39,14 +40,17 @@
 # both buckets first; each run after VACUUM of both tables.
 # WAKEUP_ROUNDS (default 5) rounds of WAKEUP_SECONDS (default 2) a run.
 # Prints a Markdown table: tps over all rounds, min-max, the ratio over the
-# upsert bucket and the time of a SELECT 1 round trip.
+# upsert bucket and 1 s / SELECT 1's tps (at 1 client: a round trip; at 2: the
+# time between two transactions' ends).
 set -euo pipefail
 source "$(dirname "$0")/../../scripts/lib.sh"
 source "$(dirname "$0")/pgbench.sh"
 
 ROUNDS=${WAKEUP_ROUNDS:-5}
+CLIENTS=${WAKEUP_CLIENTS:-1}
 SECONDS_PER_RUN=${WAKEUP_SECONDS:-2}
 rl_require_positive_ints ROUNDS SECONDS_PER_RUN
+for clients in $CLIENTS; do rl_require_positive_ints clients; done
 [ "$(nproc)" -ge 2 ] || rl_die "wakeup.sh compares one CPU with two: this machine has $(nproc)"
 work=$(mktemp -d)
 chmod 755 "$work"
@@ -82,7 +86,7 @@ echo 'SELECT 1;' >"$work/select1.pgbench"
 cp "$RL_ROOT/test/bench/sql/token_bucket.pgbench" "$work/table.pgbench"
 pgb_upsert_script :keys 1000000 60 >"$work/upsert.pgbench"
 # The limits are out of reach: every call is admitted and writes its row.
-psql_at -c "CREATE TABLE wakeup_runs (condition text, variant text, round int, tps float8, xacts bigint)"
+psql_at -c "CREATE TABLE wakeup_runs (condition text, clients int, variant text, round int, tps float8, xacts bigint)"
 
 cpus_before=$(server_cpus)
 run_condition() {
@@ -98,13 +102,15 @@ run_condition() {
 		one-cpu) server_on_cpus 0; pgbench_cpus=0 ;;
 		haltpoll) echo 200000 >"$haltpoll" ;;
 	esac
-	for v in select1 table upsert; do
-		psql_at -c "VACUUM ratelimit.state, bench.upsert_bucket" >/dev/null
-		result=$(PGHOST=$host PGB_CPUS=$pgbench_cpus \
-			pgb_checked "$condition-$v" 1 "$work/$condition-$v-$round.log" "" \
-			-D keys=10000 -T "$SECONDS_PER_RUN" -f "$work/$v.pgbench")
-		read -r tps xacts <<<"$result"
-		psql_at -c "INSERT INTO wakeup_runs VALUES ('$condition', '$v', $round, $tps, $xacts)" >/dev/null
+	for clients in $CLIENTS; do
+		for v in select1 table upsert; do
+			psql_at -c "VACUUM ratelimit.state, bench.upsert_bucket" >/dev/null
+			result=$(PGHOST=$host PGB_CPUS=$pgbench_cpus \
+				pgb_checked "$condition-$v" "$clients" "$work/$condition-$v-$clients-$round.log" "" \
+				-D keys=10000 -T "$SECONDS_PER_RUN" -f "$work/$v.pgbench")
+			read -r tps xacts <<<"$result"
+			psql_at -c "INSERT INTO wakeup_runs VALUES ('$condition', $clients, '$v', $round, $tps, $xacts)" >/dev/null
+		done
 	done
 	case $condition in
 		tcp-busy) stop_spinners ;;
@@ -119,26 +125,26 @@ for round in $(seq 1 "$ROUNDS"); do
 	done
 done
 
-echo "PostgreSQL $(psql_at -c 'SHOW server_version'), 1 client, $ROUNDS rounds of ${SECONDS_PER_RUN} s a run:"
+echo "PostgreSQL $(psql_at -c 'SHOW server_version'), $ROUNDS rounds of ${SECONDS_PER_RUN} s a run:"
 echo
 psql_at -F ' | ' <<'SQL'
 WITH t AS (
-	SELECT condition, variant, sum(xacts) / sum(xacts / tps) AS tps,
+	SELECT condition, clients, variant, sum(xacts) / sum(xacts / tps) AS tps,
 		min(tps) AS lo, max(tps) AS hi
-	FROM wakeup_runs GROUP BY condition, variant
+	FROM wakeup_runs GROUP BY condition, clients, variant
 ), w AS (
-	SELECT condition,
+	SELECT condition, clients,
 		max(tps) FILTER (WHERE variant = 'select1') AS select1,
 		max(tps) FILTER (WHERE variant = 'table') AS tbl,
 		max(tps) FILTER (WHERE variant = 'upsert') AS upsert,
 		max(format('%s–%s', round(lo), round(hi))) FILTER (WHERE variant = 'table') AS tbl_range,
 		max(format('%s–%s', round(lo), round(hi))) FILTER (WHERE variant = 'upsert') AS upsert_range
-	FROM t GROUP BY condition
+	FROM t GROUP BY condition, clients
 )
-SELECT '| condition | `SELECT 1` tps | µs a `SELECT 1` round trip | table store tps (min–max) | upsert tps (min–max) | table store × upsert |'
-UNION ALL SELECT '| --- | ---: | ---: | ---: | ---: | ---: |'
-UNION ALL (SELECT format('| %s | %s | %s | %s (%s) | %s (%s) | %s× |', condition, round(select1),
+SELECT '| condition | clients | `SELECT 1` tps | µs per `SELECT 1` (1 s / tps) | table store tps (min–max) | upsert tps (min–max) | table store × upsert |'
+UNION ALL SELECT '| --- | ---: | ---: | ---: | ---: | ---: | ---: |'
+UNION ALL (SELECT format('| %s | %s | %s | %s | %s (%s) | %s (%s) | %s× |', condition, clients, round(select1),
 		round((1e6 / select1)::numeric, 1), round(tbl), tbl_range, round(upsert), upsert_range,
 		round((tbl / upsert)::numeric, 2))
-	FROM w ORDER BY array_position(ARRAY['tcp', 'unix', 'tcp-busy', 'one-cpu', 'haltpoll'], condition));
+	FROM w ORDER BY clients, array_position(ARRAY['tcp', 'unix', 'tcp-busy', 'one-cpu', 'haltpoll'], condition));
 SQL
