@@ -79,6 +79,14 @@
 #   BENCH_PG       the PostgreSQL major to measure (default 15, the host's):
 #                  17 and 18 run inside their Debian chroot
 #                  (scripts/chroot.sh), as scripts/test.sh --pg does
+#   BENCH_HALTPOLL=1  on a KVM guest whose idle driver is haltpoll, run
+#                  with the guest's halt polling at the kernel's default
+#                  (guest_halt_poll_ns = 200000: an idle CPU polls up to
+#                  200 µs before it halts) and put the machine's own value
+#                  back at the end (default 0: the machine as it is).  A VM
+#                  shipped with 0 halts at once, and a one-client round
+#                  trip then mostly waits for a halted CPU to wake
+#                  (test/bench/wakeup.sh); the report says which it was.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -99,17 +107,38 @@ BENCH_SW_ROWS=${BENCH_SW_ROWS:-2000000}
 BENCH_BUILD=${BENCH_BUILD:-1}
 BENCH_SHMEM_KEYS=${BENCH_SHMEM_KEYS:-500000}
 BENCH_PG=${BENCH_PG:-$RL_PG_VERSION}
+BENCH_HALTPOLL=${BENCH_HALTPOLL:-0}
 
 rl_require_positive_ints BENCH_SECONDS BENCH_PGBENCH_ROUNDS BENCH_REPS BENCH_HOT_REPS BENCH_SW_ROWS BENCH_SHMEM_KEYS
-for v in BENCH_ZONES BENCH_CRON BENCH_TRIGGER; do
+for v in BENCH_ZONES BENCH_CRON BENCH_TRIGGER BENCH_HALTPOLL; do
 	[[ ${!v} =~ ^[01]$ ]] || rl_die "$v must be 0 or 1 (got '${!v}')"
 done
 
 # The exact command, with the settings that change what it measures.
 BENCH_SETTINGS=(BENCH_BUILD BENCH_SHMEM_KEYS BENCH_SW_ROWS BENCH_TRIGGER BENCH_CRON BENCH_ZONES
-	BENCH_HOT_REPS BENCH_REPS BENCH_PGBENCH_ROUNDS BENCH_SECONDS BENCH_PG)
+	BENCH_HOT_REPS BENCH_REPS BENCH_PGBENCH_ROUNDS BENCH_SECONDS BENCH_PG BENCH_HALTPOLL)
 COMMAND=$(rl_command_with_env "bash test/bench/run.sh" "${BENCH_SETTINGS[@]}")
 [ $# -eq 0 ] || rl_die "usage: [BENCH_SECONDS=20 ...] bash test/bench/run.sh (no arguments)"
+
+# The machine's idle setting, for the report; with BENCH_HALTPOLL=1, halt
+# polling on for the run.  A run inside a chroot (no /sys there) gets the
+# note from the run that set it, outside (RL_BENCH_IDLE).
+HALTPOLL_FILE=/sys/module/haltpoll/parameters/guest_halt_poll_ns
+HALTPOLL_BEFORE=""
+restore_haltpoll() { [ -z "$HALTPOLL_BEFORE" ] || echo "$HALTPOLL_BEFORE" >"$HALTPOLL_FILE"; }
+if [ -n "${RL_BENCH_IDLE:-}" ]; then
+	IDLE_NOTE=$RL_BENCH_IDLE
+elif [ "$BENCH_HALTPOLL" = 1 ]; then
+	[ -w "$HALTPOLL_FILE" ] || rl_die "BENCH_HALTPOLL=1: $HALTPOLL_FILE is not there or not writable (not a KVM guest with cpuidle-haltpoll, or not root)"
+	HALTPOLL_BEFORE=$(cat "$HALTPOLL_FILE")
+	trap restore_haltpoll EXIT
+	echo 200000 >"$HALTPOLL_FILE"
+	IDLE_NOTE="guest halt polling 200000 ns for this run (BENCH_HALTPOLL=1, the kernel's default; this machine's own setting: $HALTPOLL_BEFORE ns, put back after)"
+elif [ -r "$HALTPOLL_FILE" ]; then
+	IDLE_NOTE="guest halt polling $(cat "$HALTPOLL_FILE") ns (this machine's setting$([ "$(cat "$HALTPOLL_FILE")" != 0 ] || echo ': an idle CPU halts at once'))"
+else
+	IDLE_NOTE="no guest halt polling setting here (not a KVM guest with cpuidle-haltpoll)"
+fi
 
 # Another major: the same script inside that major's chroot, with the
 # settings given here (the repository is /repo there).
@@ -128,7 +157,8 @@ if [ "$BENCH_PG" != "$RL_PG_VERSION" ]; then
 		*) rl_die "BENCH_RESULTS must be inside the repository for a chroot run (got $results)" ;;
 	esac
 	rl_log "PostgreSQL $BENCH_PG: measuring inside its Debian chroot"
-	rl_chroot_run "$BENCH_PG" env RL_PG_VERSION="$BENCH_PG" "${passed[@]}" bash /repo/test/bench/run.sh
+	rl_chroot_run "$BENCH_PG" env RL_PG_VERSION="$BENCH_PG" RL_BENCH_IDLE="$IDLE_NOTE" "${passed[@]}" \
+		bash /repo/test/bench/run.sh
 	exit
 fi
 
@@ -166,6 +196,7 @@ cleanup() {
 	local rc=$?
 	trap - EXIT INT TERM
 	rl_cluster_stop
+	restore_haltpoll
 	exit "$rc"
 }
 trap cleanup EXIT
@@ -316,7 +347,7 @@ write_report() {
 		psql_at "${VARS[@]}" -v nproc="$(nproc)" -v uname="$(uname -srm)" \
 			-v load_start="$LOAD_START" -v load_end="$(cut -d' ' -f1-3 /proc/loadavg)" \
 			-v command="$COMMAND" -v minutes=$(( (SECONDS - START_SECONDS + 30) / 60 )) \
-			-v shmem_keys="$BENCH_SHMEM_KEYS" -v so_note="$SO_NOTE" -f "$SQL/report.sql"
+			-v shmem_keys="$BENCH_SHMEM_KEYS" -v so_note="$SO_NOTE" -v idle="$IDLE_NOTE" -f "$SQL/report.sql"
 		[ -z "$history" ] || printf '\n%s\n' "$history"
 	} >"$RESULTS.tmp"
 	mv "$RESULTS.tmp" "$RESULTS"

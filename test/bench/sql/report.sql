@@ -6,8 +6,8 @@
 -- Variables: the sections' (keys, rate, window, zone_rate, zone_period,
 -- sw_period, sw_spacing, size_period, cron_cap), which sections ran (zones,
 -- cron, trigger), pgbench's rounds and seconds per run, and the run's
--- description: nproc, uname, load_start, load_end, command, minutes,
--- shmem_keys, so_note (empty: none).
+-- description: nproc, uname, load_start, load_end, idle (the machine's
+-- idle setting), command, minutes, shmem_keys, so_note (empty: none).
 
 -- A Markdown table's header: the titles, then the alignment of each column
 -- ('l' left, 'r' right, one letter per column).
@@ -59,8 +59,8 @@ SELECT section, clients, variant, sum(xacts) / sum(xacts / tps) AS tps,
 \echo '# ratelimit benchmark'
 \echo ''
 SELECT format('- date: %s', to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS "UTC"'));
-SELECT format('- machine: %s CPUs (`nproc`), %s; load average (1, 5, 15 min) %s at the start, %s at the end',
-              :'nproc', :'uname', :'load_start', :'load_end');
+SELECT format('- machine: %s CPUs (`nproc`), %s; load average (1, 5, 15 min) %s at the start, %s at the end; %s',
+              :'nproc', :'uname', :'load_start', :'load_end', :'idle');
 SELECT format('- PostgreSQL: %s', version());
 SELECT format('- command: `%s`', :'command');
 SELECT format('- run time: %s min (build excluded)', :'minutes');
