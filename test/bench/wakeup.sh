@@ -35,6 +35,11 @@
 #   bash -c '. scripts/lib.sh; . scripts/chroot.sh; rl_chroot_probe &&
 #     rl_chroot_run 18 env RL_PG_VERSION=18 bash /repo/test/bench/wakeup.sh'
 #
+# (with WAKEUP_HALTPOLL=1 there, mount /sys in the chroot first: run
+#   bash -c "mount -t sysfs sysfs /sys && env RL_PG_VERSION=18
+#     WAKEUP_HALTPOLL=1 bash /repo/test/bench/wakeup.sh"
+# in place of the env command above)
+#
 # One throwaway cluster of the installed build, shared_buffers = 256MB
 # and otherwise server defaults, as run.sh; keys 'k1' .. 'k10000' made for
 # both buckets first; each run after VACUUM of both tables.
