@@ -33,6 +33,23 @@ pgb_upsert_script() {
 		"$(rl_psql -d postgres -At -c "SELECT bench.upsert_bucket_sql(\$\$'k' || :k\$\$, '$2', '$3', '1')")"
 }
 
+# pgb_bucket_setup DIR: in the database postgres of the running cluster,
+# the baselines of test/bench/baselines.sql, the extension, and keys 'k1'
+# .. 'k10000' made for rl_token_bucket and for the upsert bucket (rate
+# 1000000/s, window 60 s: every later call is admitted and writes); then
+# the three one-client pgbench scripts of walwriter.sh, wakeup.sh and
+# profile.sh in DIR: select1.pgbench, table.pgbench (run.sh's
+# sql/token_bucket.pgbench, a key of -D keys=N) and upsert.pgbench.
+pgb_bucket_setup() {
+	rl_psql -d postgres -At -f "$RL_ROOT/test/bench/baselines.sql" >/dev/null
+	rl_psql -d postgres -At -c "CREATE EXTENSION ratelimit" \
+		-c "SELECT count(rl_token_bucket('k' || i, 1000000, 60, 1)) FROM generate_series(1, 10000) i" \
+		-c "SELECT count(bench.upsert_bucket('k' || i, 1000000, 60, 1)) FROM generate_series(1, 10000) i" >/dev/null
+	echo 'SELECT 1;' >"$1/select1.pgbench"
+	cp "$RL_ROOT/test/bench/sql/token_bucket.pgbench" "$1/table.pgbench"
+	pgb_upsert_script :keys 1000000 60 >"$1/upsert.pgbench"
+}
+
 # server_on_cpus LIST: the cluster's processes (the postmaster and its
 # children; backends forked later inherit it) run on the CPUs of LIST only.
 # server_cpus: the postmaster's CPU list now.

@@ -83,13 +83,7 @@ rl_cluster_use wakeup
 socket_dir=$RL_CLUSTER_DIR
 rl_cluster_start wakeup "shared_buffers = '256MB'" "unix_socket_directories = '$socket_dir'" >/dev/null
 psql_at() { rl_psql -d postgres -At "$@"; }
-psql_at -f "$RL_ROOT/test/bench/baselines.sql" >/dev/null
-psql_at -c "CREATE EXTENSION ratelimit" \
-	-c "SELECT count(rl_token_bucket('k' || i, 1000000, 60, 1)) FROM generate_series(1, 10000) i" \
-	-c "SELECT count(bench.upsert_bucket('k' || i, 1000000, 60, 1)) FROM generate_series(1, 10000) i" >/dev/null
-echo 'SELECT 1;' >"$work/select1.pgbench"
-cp "$RL_ROOT/test/bench/sql/token_bucket.pgbench" "$work/table.pgbench"
-pgb_upsert_script :keys 1000000 60 >"$work/upsert.pgbench"
+pgb_bucket_setup "$work"
 # The limits are out of reach: every call is admitted and writes its row.
 psql_at -c "CREATE TABLE wakeup_runs (condition text, clients int, variant text, round int, tps float8, xacts bigint)"
 

@@ -34,13 +34,7 @@ trap 'rl_cluster_stop; rm -rf "$work"' EXIT
 
 rl_cluster_start walwriter "ratelimit.shmem_max_keys = 100000" >/dev/null
 psql_at() { rl_psql -d postgres -At "$@"; }
-psql_at -f "$RL_ROOT/test/bench/baselines.sql" >/dev/null
-psql_at -c "CREATE EXTENSION ratelimit" \
-	-c "SELECT count(rl_token_bucket('k' || i, 1000000, 60, 1)) FROM generate_series(1, 10000) i" \
-	-c "SELECT count(bench.upsert_bucket('k' || i, 1000000, 60, 1)) FROM generate_series(1, 10000) i" >/dev/null
-echo 'SELECT 1;' >"$work/select1.pgbench"
-cp "$RL_ROOT/test/bench/sql/token_bucket.pgbench" "$work/table.pgbench"
-pgb_upsert_script :keys 1000000 60 >"$work/upsert.pgbench"
+pgb_bucket_setup "$work"
 
 walwriter=$(psql_at -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'")
 [ -n "$walwriter" ] || rl_die "no WAL writer in pg_stat_activity"
