@@ -19,9 +19,11 @@
 # Needs perf (Debian's linux-perf) and root.  One throwaway cluster of the
 # installed build, shared_buffers = 256MB and otherwise server defaults;
 # keys 'k1' .. 'k10000' made for both buckets first.  Each variant runs
-# PROFILE_SECONDS (default 4) under perf record -F 5000 -g, after 2 s
-# without; its transactions in that window are counted from pgbench's
-# per-transaction log.
+# PROFILE_SECONDS (default 4) under perf record -e cpu-clock -F 5000 -g
+# (cpu-clock: the event counts nanoseconds, which the report divides),
+# after 2 s without; its transactions in that window are counted from
+# pgbench's per-transaction log (the window starts just before perf
+# attaches, so a transaction or two without samples may be counted).
 set -euo pipefail
 source "$(dirname "$0")/../../scripts/lib.sh"
 source "$(dirname "$0")/pgbench.sh"
@@ -31,7 +33,7 @@ rl_require_positive_ints SECONDS_PER_RUN
 command -v perf >/dev/null || rl_die "profile.sh needs perf: apt-get install linux-perf"
 [ "$(id -u)" = 0 ] || rl_die "profile.sh samples another user's process: run it as root"
 work=$(mktemp -d)
-chmod 777 "$work"
+chmod 755 "$work"
 trap 'rl_cluster_stop; rm -rf "$work"' EXIT
 
 rl_cluster_start profile "shared_buffers = '256MB'" >/dev/null
@@ -65,7 +67,7 @@ for v in table upsert select1; do
 	backend=$(psql_at -c "SELECT pid FROM pg_stat_activity WHERE application_name = 'pgbench'")
 	[ -n "$backend" ] || rl_die "no pgbench backend for $v"
 	start=$(date +%s.%N)
-	perf record -F 5000 -g -p "$backend" -o "$work/$v.data" -- sleep "$SECONDS_PER_RUN" >/dev/null 2>&1
+	perf record -e cpu-clock -F 5000 -g -p "$backend" -o "$work/$v.data" -- sleep "$SECONDS_PER_RUN" >/dev/null 2>&1
 	end=$(date +%s.%N)
 	wait "$pgbench" || { cat "$work/$v.log" >&2; rl_die "pgbench $v failed"; }
 	# Log lines: client, transaction, µs, script, epoch seconds, µs.

@@ -87,6 +87,7 @@
 #                  shipped with 0 halts at once, and a one-client round
 #                  trip then mostly waits for a halted CPU to wake
 #                  (test/bench/wakeup.sh); the report says which it was.
+#                  Needs root (it writes /sys/module/haltpoll/...).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -126,7 +127,7 @@ COMMAND=$(rl_command_with_env "bash test/bench/run.sh" "${BENCH_SETTINGS[@]}")
 HALTPOLL_FILE=/sys/module/haltpoll/parameters/guest_halt_poll_ns
 HALTPOLL_BEFORE=""
 restore_haltpoll() { [ -z "$HALTPOLL_BEFORE" ] || echo "$HALTPOLL_BEFORE" >"$HALTPOLL_FILE"; }
-if [ -n "${RL_BENCH_IDLE:-}" ]; then
+if [ -n "${RL_BENCH_IDLE:-}" ] && [ ! -d /sys/module ]; then
 	IDLE_NOTE=$RL_BENCH_IDLE
 elif [ "$BENCH_HALTPOLL" = 1 ]; then
 	[ -w "$HALTPOLL_FILE" ] || rl_die "BENCH_HALTPOLL=1: $HALTPOLL_FILE is not there or not writable (not a KVM guest with cpuidle-haltpoll, or not root)"

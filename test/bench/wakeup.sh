@@ -57,8 +57,6 @@ SECONDS_PER_RUN=${WAKEUP_SECONDS:-2}
 rl_require_positive_ints ROUNDS SECONDS_PER_RUN
 for clients in $CLIENTS; do rl_require_positive_ints clients; done
 [ "$(nproc)" -ge 2 ] || rl_die "wakeup.sh compares one CPU with two: this machine has $(nproc)"
-work=$(mktemp -d)
-chmod 755 "$work"
 haltpoll=/sys/module/haltpoll/parameters/guest_halt_poll_ns
 haltpoll_before=
 conditions="tcp unix tcp-busy one-cpu"
@@ -70,10 +68,13 @@ fi
 restore_haltpoll() { [ -z "$haltpoll_before" ] || echo "$haltpoll_before" >"$haltpoll"; }
 spinners=()
 stop_spinners() {
-	[ "${#spinners[@]}" -eq 0 ] || kill "${spinners[@]}" 2>/dev/null || true
+	[ "${#spinners[@]}" -gt 0 ] || return 0
+	kill "${spinners[@]}" 2>/dev/null || true
 	wait "${spinners[@]}" 2>/dev/null || true
 	spinners=()
 }
+work=$(mktemp -d)
+chmod 755 "$work"
 trap 'stop_spinners; restore_haltpoll; rl_cluster_stop; rm -rf "$work"' EXIT
 
 # The Unix socket goes in the cluster's own directory (rl_cluster_start
@@ -124,7 +125,12 @@ for round in $(seq 1 "$ROUNDS"); do
 	done
 done
 
-echo "PostgreSQL $(psql_at -c 'SHOW server_version'), $ROUNDS rounds of ${SECONDS_PER_RUN} s a run:"
+if [ -r "$haltpoll" ]; then
+	idle="guest_halt_poll_ns $(cat "$haltpoll") outside the haltpoll runs"
+else
+	idle="no guest halt polling setting here"
+fi
+echo "PostgreSQL $(psql_at -c 'SHOW server_version'), $ROUNDS rounds of ${SECONDS_PER_RUN} s a run; $idle:"
 echo
 psql_at -F ' | ' <<'SQL'
 WITH t AS (

@@ -127,7 +127,7 @@ SELECT bench.md_row(l.label, b.clients::text, to_char(b.tps, 'FM9999999990'),
 \echo ''
 \echo '### 1 client, the server and pgbench on one CPU'
 \echo ''
-SELECT format('The same runs at 1 client (%s × `-T %s` each, interleaved), with every process of the cluster and pgbench bound to CPU 0 (`taskset`). Across two CPUs of a VM, each round trip waits for an idle CPU to wake; on one CPU it is a context switch, and the tps is what the server and pgbench spend per transaction. `SELECT 1` here against `SELECT 1` across two CPUs: %s×.',
+SELECT format('The same runs at 1 client (%s × `-T %s` each, interleaved), with every process of the cluster and pgbench bound to CPU 0 (`taskset`). Across two CPUs, a round trip at 1 client also waits for the idle CPU to wake, which on a VM that halts its idle CPUs at once (see the machine line above) is most of it; on one CPU it is a context switch, and the tps is what the server and pgbench spend per transaction. `SELECT 1` here against `SELECT 1` across two CPUs: %s×.',
               :'rounds', :'seconds', to_char(o.tps / t.tps, 'FM990.00'))
   FROM pgb_one_cpu o JOIN pgb t ON t.clients = 1 AND t.variant = 'select1'
  WHERE o.variant = 'select1';
