@@ -64,17 +64,18 @@ fi
 (cd / && find "${pkglibdir#/}/ratelimit.so" "${pkglibdir#/}/bitcode/ratelimit.index.bc" \
 	"${pkglibdir#/}/bitcode/ratelimit" "${extdir#/}"/ratelimit.control "${extdir#/}"/ratelimit--*.sql \
 	-maxdepth 0 2>/dev/null | tar -cf "$work/make-installed.tar" -T -)
-if dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
-	echo "# $pkg was installed before this suite: purged first, make install's files put back"
-	rl_as_root apt-get purge -y -q "$pkg" >/dev/null 2>&1
-	[ -s "$work/make-installed.tar" ] && rl_as_root tar -C / -xf "$work/make-installed.tar"
-fi
+installed() { dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; }
+# restore: no package, and make install's files where they were.
 restore() {
-	if dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
+	if installed; then
 		rl_as_root apt-get purge -y -q "$pkg" >/dev/null 2>&1
 	fi
 	[ -s "$work/make-installed.tar" ] && rl_as_root tar -C / -xf "$work/make-installed.tar"
 }
+if installed; then
+	echo "# $pkg was installed before this suite: purged first, make install's files put back"
+	restore
+fi
 trap 'restore; rm -rf "$work"' EXIT
 
 # Install, the way the README says.
@@ -127,7 +128,7 @@ rl_check "nothing was built in the tests' copy" "" "$(find "$tests" -name '*.so'
 
 restore
 rl_check "purged: $pkg is no longer installed" no \
-	"$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' && echo yes || echo no)"
+	"$(installed && echo yes || echo no)"
 if [ -s "$work/make-installed.tar" ]; then
 	rl_check "the make-installed ratelimit.so is back" yes \
 		"$(tar -C "$work" -xf "$work/make-installed.tar" "${pkglibdir#/}/ratelimit.so" \
