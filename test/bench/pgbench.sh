@@ -63,3 +63,20 @@ server_on_cpus() {
 server_cpus() {
 	taskset -p -c "$(head -1 "$RL_PGDATA/postmaster.pid")" | sed 's/.*: //'
 }
+
+# The guest's halt polling, on a KVM guest whose cpuidle driver is
+# haltpoll: guest_halt_poll_ns, how long an idle CPU polls before it halts
+# (0: it halts at once; the kernel's default, 200000, is what
+# HALTPOLL_DEFAULT sets).  haltpoll_take WHO: dies unless this run may set
+# it, and keeps the machine's value; haltpoll_on: the kernel's default;
+# haltpoll_restore: the machine's value again (nothing before a take).
+HALTPOLL_FILE=/sys/module/haltpoll/parameters/guest_halt_poll_ns
+HALTPOLL_DEFAULT=200000
+HALTPOLL_SAVED=""
+haltpoll_take() {
+	[ -w "$HALTPOLL_FILE" ] \
+		|| rl_die "$1: $HALTPOLL_FILE is not there or not writable (not a KVM guest with cpuidle-haltpoll, or not root)"
+	HALTPOLL_SAVED=$(cat "$HALTPOLL_FILE")
+}
+haltpoll_on() { echo "$HALTPOLL_DEFAULT" >"$HALTPOLL_FILE"; }
+haltpoll_restore() { [ -z "$HALTPOLL_SAVED" ] || echo "$HALTPOLL_SAVED" >"$HALTPOLL_FILE"; }

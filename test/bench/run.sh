@@ -124,19 +124,16 @@ COMMAND=$(rl_command_with_env "bash test/bench/run.sh" "${BENCH_SETTINGS[@]}")
 # The machine's idle setting, for the report; with BENCH_HALTPOLL=1, halt
 # polling on for the run.  A run inside a chroot (no /sys there) gets the
 # note from the run that set it, outside (RL_BENCH_IDLE).
-HALTPOLL_FILE=/sys/module/haltpoll/parameters/guest_halt_poll_ns
-HALTPOLL_BEFORE=""
-restore_haltpoll() { [ -z "$HALTPOLL_BEFORE" ] || echo "$HALTPOLL_BEFORE" >"$HALTPOLL_FILE"; }
 if [ -n "${RL_BENCH_IDLE:-}" ] && [ ! -d /sys/module ]; then
 	IDLE_NOTE=$RL_BENCH_IDLE
 elif [ "$BENCH_HALTPOLL" = 1 ]; then
-	[ -w "$HALTPOLL_FILE" ] || rl_die "BENCH_HALTPOLL=1: $HALTPOLL_FILE is not there or not writable (not a KVM guest with cpuidle-haltpoll, or not root)"
-	HALTPOLL_BEFORE=$(cat "$HALTPOLL_FILE")
-	trap restore_haltpoll EXIT
-	echo 200000 >"$HALTPOLL_FILE"
-	IDLE_NOTE="guest halt polling 200000 ns for this run (BENCH_HALTPOLL=1, the kernel's default; this machine's own setting: $HALTPOLL_BEFORE ns, put back after)"
+	haltpoll_take BENCH_HALTPOLL=1
+	trap haltpoll_restore EXIT
+	haltpoll_on
+	IDLE_NOTE="guest halt polling $HALTPOLL_DEFAULT ns for this run (BENCH_HALTPOLL=1, the kernel's default; this machine's own setting: $HALTPOLL_SAVED ns, put back after)"
 elif [ -r "$HALTPOLL_FILE" ]; then
-	IDLE_NOTE="guest halt polling $(cat "$HALTPOLL_FILE") ns (this machine's setting$([ "$(cat "$HALTPOLL_FILE")" != 0 ] || echo ': an idle CPU halts at once'))"
+	machine_poll=$(cat "$HALTPOLL_FILE")
+	IDLE_NOTE="guest halt polling $machine_poll ns (this machine's setting$([ "$machine_poll" != 0 ] || echo ': an idle CPU halts at once'))"
 else
 	IDLE_NOTE="no guest halt polling setting here (not a KVM guest with cpuidle-haltpoll)"
 fi
@@ -197,7 +194,7 @@ cleanup() {
 	local rc=$?
 	trap - EXIT INT TERM
 	rl_cluster_stop
-	restore_haltpoll
+	haltpoll_restore
 	exit "$rc"
 }
 trap cleanup EXIT

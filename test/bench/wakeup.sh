@@ -3,9 +3,9 @@
 # does to the table store's ratio over the upsert bucket (run.sh's
 # section 2 target: >= 1.3x at 1 and 2 clients).  SELECT 1, rl_token_bucket
 # on the table store and run.sh's upsert bucket, each at 1 client (and at
-# every client count of WAKEUP_CLIENTS, e.g. "1 2"), in four
-# conditions (five with WAKEUP_HALTPOLL=1), interleaved (round 1 of every condition and variant, then
-# round 2 ...):
+# every client count of WAKEUP_CLIENTS, e.g. "1 2"), in four conditions
+# (five with WAKEUP_HALTPOLL=1), interleaved (round 1 of every condition
+# and variant, then round 2 ...):
 #
 #   tcp        pgbench over TCP 127.0.0.1, server and pgbench free to use
 #              both CPUs: run.sh's section 2
@@ -57,15 +57,11 @@ SECONDS_PER_RUN=${WAKEUP_SECONDS:-2}
 rl_require_positive_ints ROUNDS SECONDS_PER_RUN
 for clients in $CLIENTS; do rl_require_positive_ints clients; done
 [ "$(nproc)" -ge 2 ] || rl_die "wakeup.sh compares one CPU with two: this machine has $(nproc)"
-haltpoll=/sys/module/haltpoll/parameters/guest_halt_poll_ns
-haltpoll_before=
 conditions="tcp unix tcp-busy one-cpu"
 if [ "${WAKEUP_HALTPOLL:-0}" = 1 ]; then
-	[ -w "$haltpoll" ] || rl_die "WAKEUP_HALTPOLL=1: $haltpoll is not there or not writable (not a KVM guest with cpuidle-haltpoll, or not root)"
-	haltpoll_before=$(cat "$haltpoll")
+	haltpoll_take WAKEUP_HALTPOLL=1
 	conditions="$conditions haltpoll"
 fi
-restore_haltpoll() { [ -z "$haltpoll_before" ] || echo "$haltpoll_before" >"$haltpoll"; }
 spinners=()
 stop_spinners() {
 	[ "${#spinners[@]}" -gt 0 ] || return 0
@@ -75,7 +71,7 @@ stop_spinners() {
 }
 work=$(mktemp -d)
 chmod 755 "$work"
-trap 'stop_spinners; restore_haltpoll; rl_cluster_stop; rm -rf "$work"' EXIT
+trap 'stop_spinners; haltpoll_restore; rl_cluster_stop; rm -rf "$work"' EXIT
 
 # The Unix socket goes in the cluster's own directory (rl_cluster_start
 # makes it, owned by the cluster's user); TCP stays as rl_cluster_start
@@ -85,8 +81,7 @@ socket_dir=$RL_CLUSTER_DIR
 rl_cluster_start wakeup "shared_buffers = '256MB'" "unix_socket_directories = '$socket_dir'" >/dev/null
 psql_at() { rl_psql -d postgres -At "$@"; }
 pgb_bucket_setup "$work"
-# The limits are out of reach: every call is admitted and writes its row.
-psql_at -c "CREATE TABLE wakeup_runs (condition text, clients int, variant text, round int, tps float8, xacts bigint)"
+psql_at -c "CREATE TABLE wakeup_runs (condition text, clients int, variant text, round int, tps float8, xacts bigint)" >/dev/null
 
 cpus_before=$(server_cpus)
 run_condition() {
@@ -100,7 +95,7 @@ run_condition() {
 				spinners+=($!)
 			done ;;
 		one-cpu) server_on_cpus 0; pgbench_cpus=0 ;;
-		haltpoll) echo 200000 >"$haltpoll" ;;
+		haltpoll) haltpoll_on ;;
 	esac
 	for clients in $CLIENTS; do
 		for v in select1 table upsert; do
@@ -115,7 +110,7 @@ run_condition() {
 	case $condition in
 		tcp-busy) stop_spinners ;;
 		one-cpu) server_on_cpus "$cpus_before" ;;
-		haltpoll) restore_haltpoll ;;
+		haltpoll) haltpoll_restore ;;
 	esac
 }
 for round in $(seq 1 "$ROUNDS"); do
@@ -125,8 +120,8 @@ for round in $(seq 1 "$ROUNDS"); do
 	done
 done
 
-if [ -r "$haltpoll" ]; then
-	idle="guest_halt_poll_ns $(cat "$haltpoll") outside the haltpoll runs"
+if [ -r "$HALTPOLL_FILE" ]; then
+	idle="guest_halt_poll_ns $(cat "$HALTPOLL_FILE") outside the haltpoll runs"
 else
 	idle="no guest halt polling setting here"
 fi
