@@ -27,6 +27,7 @@
 #include "access/xact.h"
 #include "storage/bufmgr.h"
 #include "storage/proc.h"
+#include "storage/smgr.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
@@ -46,6 +47,14 @@ typedef struct RowHint
 
 static HTAB *hints = NULL;
 
+/*
+ * The hint the last lookup or write touched: a call reads its key's hint,
+ * then records the version it wrote, and the second needs no search.
+ * Entries stay put in a dynahash table until removed or the table is
+ * destroyed, which reset this.
+ */
+static RowHint *last_hint = NULL;
+
 /* rel's size, read once per (sub)transaction that holds rel locked. */
 static Oid	size_relid = InvalidOid;
 static Oid	size_file = InvalidOid;
@@ -62,6 +71,7 @@ EnsureHints(void)
 		return;
 	if (hints != NULL)
 		hash_destroy(hints);
+	last_hint = NULL;
 	ctl.keysize = sizeof(uint64);
 	ctl.entrysize = sizeof(RowHint);
 	ctl.hcxt = TopMemoryContext;
@@ -81,6 +91,7 @@ RlRowHintGet(Relation rel, const RlStateKey *key, ItemPointer root, ItemPointer 
 	hint = hash_search(hints, &hash, HASH_FIND, NULL);
 	if (hint == NULL)
 		return false;
+	last_hint = hint;
 	ItemPointerCopy(&hint->root, root);
 	ItemPointerCopy(&hint->newest, newest);
 	return true;
@@ -93,7 +104,9 @@ RlRowHintSet(Relation rel, const RlStateKey *key, ItemPointer root, ItemPointer 
 	RowHint    *hint;
 
 	EnsureHints();
-	hint = hash_search(hints, &hash, HASH_ENTER, NULL);
+	hint = last_hint != NULL && last_hint->hash == hash
+		? last_hint : hash_search(hints, &hash, HASH_ENTER, NULL);
+	last_hint = hint;
 	ItemPointerCopy(root, &hint->root);
 	ItemPointerCopy(newest, &hint->newest);
 }
@@ -108,7 +121,8 @@ RlRowHintSetNewest(Relation rel, const RlStateKey *key, ItemPointer newest)
 	if (hints == NULL)
 		return;
 	hash = RlStateKeyHash(RelationGetRelid(rel), key);
-	hint = hash_search(hints, &hash, HASH_FIND, NULL);
+	hint = last_hint != NULL && last_hint->hash == hash
+		? last_hint : hash_search(hints, &hash, HASH_FIND, NULL);
 	if (hint != NULL)
 		ItemPointerCopy(newest, &hint->newest);
 }
@@ -122,19 +136,32 @@ RlRowHintForget(Relation rel, const RlStateKey *key)
 		return;
 	hash = RlStateKeyHash(RelationGetRelid(rel), key);
 	(void) hash_search(hints, &hash, HASH_REMOVE, NULL);
+	last_hint = NULL;
 }
 
 /*
  * Reading a block past the end of a relation is an error, and VACUUM
- * truncates empty tail pages.  But it needs an ACCESS EXCLUSIVE lock for
- * that, which waits for our ROW EXCLUSIVE one: a size read while we hold the
- * lock stays a lower bound until the lock goes, at the end of the
- * (sub)transaction that took it.  So the size is read once per relation file
- * and subtransaction, not once per call.
+ * truncates empty tail pages.  Two lower bounds of the size spare the
+ * system call that reads it at almost every call:
+ *
+ * - The size the storage manager last saw.  Another backend extending the
+ *   relation leaves it low (so a block at or past it is checked again
+ *   below), but nothing leaves it high: a truncation sends an invalidation
+ *   that closes every backend's copy (smgrtruncate), and it needs an ACCESS
+ *   EXCLUSIVE lock, so we read that invalidation when we lock rel after it,
+ *   before any lookup.
+ * - The size read while we held rel locked in this (sub)transaction:
+ *   VACUUM's truncation waits for our ROW EXCLUSIVE lock, so it stays a
+ *   lower bound until the lock goes, at the end of the (sub)transaction
+ *   that took it.
  */
 bool
 RlRowHintBlockExists(Relation rel, BlockNumber block)
 {
+	BlockNumber known = RelationGetSmgr(rel)->smgr_cached_nblocks[MAIN_FORKNUM];
+
+	if (known != InvalidBlockNumber && block < known)
+		return true;
 	if (RelationGetRelid(rel) != size_relid ||
 		RlRelationFileNumber(rel) != size_file ||
 		RlMyLocalTransactionId() != size_lxid ||

@@ -28,7 +28,7 @@ extern void RlRowHintSetNewest(Relation rel, const RlStateKey *key, ItemPointer 
 /* Forgets key's hint in rel: its row is gone. */
 extern void RlRowHintForget(Relation rel, const RlStateKey *key);
 
-/* Whether rel's block is below the size rel had once locked in this (sub)transaction. */
+/* Whether rel has block: below a size rel is known to have at least (row_hint.c). */
 extern bool RlRowHintBlockExists(Relation rel, BlockNumber block);
 
 #endif

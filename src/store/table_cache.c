@@ -38,6 +38,7 @@ typedef struct UndoRecord
 
 static HTAB *cache = NULL;
 static bool cache_in_use = false;	/* entries exist for this transaction */
+static bool cache_changed = false;	/* a copy changed since the cache was last written back whole */
 static UndoRecord *undo = NULL;	/* in TopTransactionContext */
 static int	undo_len = 0;
 static int	undo_cap = 0;
@@ -290,10 +291,14 @@ FlushEntries(bool all_zones, int32 zone_id, bool mark_stale)
 	}
 }
 
+/* Most transactions change no copy (one call per key): nothing to scan. */
 static void
 FlushCache(void)
 {
+	if (!cache_changed)
+		return;
 	FlushEntries(true, 0, false);
+	cache_changed = false;
 }
 
 void
@@ -324,6 +329,7 @@ ForgetCache(void)
 	}
 	/* Keys and undo records go away with TopTransactionContext. */
 	cache_in_use = false;
+	cache_changed = false;
 	undo = NULL;
 	undo_len = undo_cap = 0;
 }
@@ -407,6 +413,7 @@ RlCacheChange(CachedState *entry, const RlStateRow *next)
 	SaveForRollback(entry);
 	SetRow(entry, next);
 	entry->dirty = true;
+	cache_changed = true;
 }
 
 void
