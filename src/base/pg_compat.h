@@ -160,26 +160,4 @@ RlWaitEventInfo(void)
 #endif
 }
 
-/* A relation's file: rd_node.relNode up to 15, rd_locator.relNumber from 16. */
-static inline Oid
-RlRelationFileNumber(Relation rel)
-{
-#if PG_VERSION_NUM >= 160000
-	return rel->rd_locator.relNumber;
-#else
-	return rel->rd_node.relNode;
-#endif
-}
-
-/* This backend's local transaction id: in MyProc->vxid from 17. */
-static inline LocalTransactionId
-RlMyLocalTransactionId(void)
-{
-#if PG_VERSION_NUM >= 170000
-	return MyProc->vxid.lxid;
-#else
-	return MyProc->lxid;
-#endif
-}
-
 #endif

@@ -24,15 +24,12 @@
  */
 #include "postgres.h"
 
-#include "access/xact.h"
 #include "storage/bufmgr.h"
-#include "storage/proc.h"
 #include "storage/smgr.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
-#include "base/pg_compat.h"
 #include "store/row_hint.h"
 
 /* About 48 bytes an entry: 5 MB at most per backend. */
@@ -54,13 +51,6 @@ static HTAB *hints = NULL;
  * destroyed, which reset this.
  */
 static RowHint *last_hint = NULL;
-
-/* rel's size, read once per (sub)transaction that holds rel locked. */
-static Oid	size_relid = InvalidOid;
-static Oid	size_file = InvalidOid;
-static LocalTransactionId size_lxid = InvalidLocalTransactionId;
-static SubTransactionId size_subid = InvalidSubTransactionId;
-static BlockNumber size_blocks = 0;
 
 static void
 EnsureHints(void)
@@ -141,19 +131,17 @@ RlRowHintForget(Relation rel, const RlStateKey *key)
 
 /*
  * Reading a block past the end of a relation is an error, and VACUUM
- * truncates empty tail pages.  Two lower bounds of the size spare the
- * system call that reads it at almost every call:
- *
- * - The size the storage manager last saw.  Another backend extending the
- *   relation leaves it low (so a block at or past it is checked again
- *   below), but nothing leaves it high: a truncation sends an invalidation
- *   that closes every backend's copy (smgrtruncate), and it needs an ACCESS
- *   EXCLUSIVE lock, so we read that invalidation when we lock rel after it,
- *   before any lookup.
- * - The size read while we held rel locked in this (sub)transaction:
- *   VACUUM's truncation waits for our ROW EXCLUSIVE lock, so it stays a
- *   lower bound until the lock goes, at the end of the (sub)transaction
- *   that took it.
+ * truncates empty tail pages.  The storage manager keeps the size it last
+ * saw of each relation this backend opened, which spares the system call
+ * (lseek) that reads it at almost every call.  PostgreSQL trusts that size
+ * only in recovery, because nothing tells a backend that another one
+ * extended the relation: it can be too low, and a block at or past it is
+ * checked by reading the size again (which also updates it).  It is never
+ * too high: a truncation sends an invalidation that resets every backend's
+ * copy (smgrtruncate; our own backend's copy it sets exactly), and it
+ * needs an ACCESS EXCLUSIVE lock, so that invalidation is read at the
+ * latest when this backend locks rel after it, before any call looks at a
+ * hint; and no truncation happens while we hold our ROW EXCLUSIVE lock.
  */
 bool
 RlRowHintBlockExists(Relation rel, BlockNumber block)
@@ -162,17 +150,5 @@ RlRowHintBlockExists(Relation rel, BlockNumber block)
 
 	if (known != InvalidBlockNumber && block < known)
 		return true;
-	if (RelationGetRelid(rel) != size_relid ||
-		RlRelationFileNumber(rel) != size_file ||
-		RlMyLocalTransactionId() != size_lxid ||
-		GetCurrentSubTransactionId() != size_subid ||
-		block >= size_blocks)
-	{
-		size_relid = RelationGetRelid(rel);
-		size_file = RlRelationFileNumber(rel);
-		size_lxid = RlMyLocalTransactionId();
-		size_subid = GetCurrentSubTransactionId();
-		size_blocks = RelationGetNumberOfBlocks(rel);
-	}
-	return block < size_blocks;
+	return block < RelationGetNumberOfBlocks(rel);
 }
