@@ -52,6 +52,15 @@ static HTAB *hints = NULL;
  */
 static RowHint *last_hint = NULL;
 
+/* The hint of hash (the last one touched, when it is that one), or NULL. */
+static RowHint *
+LookUpHint(uint64 hash, HASHACTION action)
+{
+	if (last_hint == NULL || last_hint->hash != hash)
+		last_hint = hash_search(hints, &hash, action, NULL);
+	return last_hint;
+}
+
 static void
 EnsureHints(void)
 {
@@ -78,10 +87,9 @@ RlRowHintGet(Relation rel, const RlStateKey *key, ItemPointer root, ItemPointer 
 	if (hints == NULL)
 		return false;
 	hash = RlStateKeyHash(RelationGetRelid(rel), key);
-	hint = hash_search(hints, &hash, HASH_FIND, NULL);
+	hint = LookUpHint(hash, HASH_FIND);
 	if (hint == NULL)
 		return false;
-	last_hint = hint;
 	ItemPointerCopy(&hint->root, root);
 	ItemPointerCopy(&hint->newest, newest);
 	return true;
@@ -94,9 +102,7 @@ RlRowHintSet(Relation rel, const RlStateKey *key, ItemPointer root, ItemPointer 
 	RowHint    *hint;
 
 	EnsureHints();
-	hint = last_hint != NULL && last_hint->hash == hash
-		? last_hint : hash_search(hints, &hash, HASH_ENTER, NULL);
-	last_hint = hint;
+	hint = LookUpHint(hash, HASH_ENTER);
 	ItemPointerCopy(root, &hint->root);
 	ItemPointerCopy(newest, &hint->newest);
 }
@@ -111,8 +117,7 @@ RlRowHintSetNewest(Relation rel, const RlStateKey *key, ItemPointer newest)
 	if (hints == NULL)
 		return;
 	hash = RlStateKeyHash(RelationGetRelid(rel), key);
-	hint = last_hint != NULL && last_hint->hash == hash
-		? last_hint : hash_search(hints, &hash, HASH_FIND, NULL);
+	hint = LookUpHint(hash, HASH_FIND);
 	if (hint != NULL)
 		ItemPointerCopy(newest, &hint->newest);
 }
