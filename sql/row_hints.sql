@@ -138,6 +138,23 @@ CALL pg_temp.one_call_a_transaction(10000);
 SELECT pg_relation_size('ratelimit.state') / current_setting('block_size')::int < 8 AS pages_kept;
 SELECT sum(1000000 - tokens) AS taken FROM ratelimit.state
  WHERE zone_id = (SELECT zone_id FROM ratelimit.zone WHERE zone = 'rh_many');
+
+-------------------------------------------------------------------------
+-- 5. What the places are for: a call on a key whose place this backend
+-- remembers reads no index.  20 calls on the keys of 4, in one
+-- transaction, start no scan of the primary key on the direct path (the
+-- SPI path looks every key up through it: not checked there).
+-------------------------------------------------------------------------
+-- The backend's scan counts are compared within one transaction block,
+-- where they are not flushed (and so not reset) between statements.
+BEGIN;
+SELECT pg_stat_get_xact_numscans('ratelimit.state_pkey'::regclass) AS scans_before \gset
+SELECT count(*) FILTER (WHERE (rl_limit('rh_many', 'rh:' || i)).allowed) AS admitted
+  FROM generate_series(1, 20) i;
+SELECT current_setting('ratelimit.table_access') = 'spi'
+       OR pg_stat_get_xact_numscans('ratelimit.state_pkey'::regclass) = :scans_before
+       AS no_index_scan;
+COMMIT;
 SELECT rl_zone_drop('rh_many');
 TRUNCATE ratelimit.state;
 
