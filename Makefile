@@ -33,6 +33,7 @@ OBJS = \
 	src/store/shmem_scan.o \
 	src/store/shmem_sets.o \
 	src/store/shmem_store.o \
+	src/store/state_statements.o \
 	src/store/state_table.o \
 	src/store/store.o \
 	src/store/table_cache.o \

@@ -26,6 +26,7 @@
 #include "decision/zone.h"
 #include "store/shmem_file.h"
 #include "store/shmem_leases.h"
+#include "store/state_statements.h"
 #include "store/state_table.h"
 #include "store/table_cache.h"
 
@@ -79,5 +80,6 @@ _PG_init(void)
 	RlPrivilegeHintInit();
 	RlStateTableInit();
 	RlStateCacheInit();
+	RlStateStatementsInit();
 	RlZoneCacheInit();
 }

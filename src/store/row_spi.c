@@ -15,6 +15,7 @@
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/plancache.h"
 
 #include "base/spi_exec.h"
 #include "store/row_spi.h"
@@ -174,6 +175,28 @@ static bool
 SpiRemove(void *handle, const RlStateKey *key)
 {
 	return RunStatement(SPI_REMOVE, key, NULL, NULL) > 0;
+}
+
+/*
+ * SPI runs a kept plan with its plan source's copy of the query text as the
+ * statement's text: the same pointer each time, and never a user's.
+ */
+bool
+RlSpiRowsStatement(const char *source_text)
+{
+	for (int durable = 0; durable < 2; durable++)
+		for (int which = 0; which < SPI_STATEMENT_COUNT; which++)
+		{
+			SPIPlanPtr	plan = saved_plans[durable][which];
+			CachedPlanSource *source;
+
+			if (plan == NULL)
+				continue;
+			source = linitial(SPI_plan_get_plan_sources(plan));
+			if (source->query_string == source_text)
+				return true;
+		}
+	return false;
 }
 
 const RlRowOps RlSpiRows = {

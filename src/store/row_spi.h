@@ -8,4 +8,7 @@
 
 extern const RlRowOps RlSpiRows;
 
+/* Whether a statement with this text is one of the path's own (ExecutorStart). */
+extern bool RlSpiRowsStatement(const char *source_text);
+
 #endif

@@ -256,6 +256,30 @@ RlStateRelationOfKey(text *key, bool durable)
 	}
 }
 
+bool
+RlIsStateRelation(Oid relid)
+{
+	for (int durable = 0; durable < 2; durable++)
+	{
+		const ShardMap *shards = &state_shards[durable];
+
+		/* Invalid again after any change to the table (a TRUNCATE too). */
+		if (!state_table_valid[durable])
+		{
+			/* Before 0.6.0 there is no durable table; after DROP EXTENSION, none. */
+			if (!OidIsValid(RlInternalTable(state_table_names[durable])))
+				continue;
+			(void) RlGetStateTable(durable);
+		}
+		if (relid == state_tables[durable].relid)
+			return true;
+		for (int i = 0; i < shards->count; i++)
+			if (relid == shards->ranges[i].local_relid)
+				return true;
+	}
+	return false;
+}
+
 Oid
 RlHistoryTable(void)
 {

@@ -26,6 +26,12 @@ extern const RlStateTable *RlGetStateTable(bool durable);
  */
 extern Oid	RlStateRelationOfKey(text *key, bool durable);
 
+/*
+ * Whether relid holds rows of a state table: one of the two tables, or on
+ * Citus one of their shards placed on this node.
+ */
+extern bool RlIsStateRelation(Oid relid);
+
 /* ratelimit.history, looked up again after a change to it; InvalidOid when missing. */
 extern Oid	RlHistoryTable(void);
 

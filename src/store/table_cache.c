@@ -8,6 +8,8 @@
  * first write of a key in a transaction goes to the table (taking the row
  * lock), and later calls change the copy.  The lock makes the copy
  * authoritative: no other transaction can change the row until we commit.
+ * Other statements of this transaction can: before one reaches a state
+ * table, state_statements.c writes the copies back and has them read again.
  *
  * Savepoints: PostgreSQL rolls back what a subtransaction wrote to the
  * table, and we roll back what it changed in the cache, from an undo stack.
@@ -154,19 +156,33 @@ SaveForRollback(CachedState *entry)
 	entry->undo_subid = subid;
 }
 
-/* Reads the row a statement of this transaction changed under our lock. */
+/*
+ * Reads the row a statement of this transaction may have changed under our
+ * lock.  One that deleted it (DELETE, TRUNCATE) left the key without state,
+ * as if this transaction had forgotten it.  Whatever it finds is ours to
+ * keep until commit (the version we locked or one this transaction wrote;
+ * a key we deleted cannot be created by another until we end): a peek, no
+ * lock, so that a read-only transaction's rl_peek can refresh too.
+ */
 static void
 RefreshEntry(CachedState *entry)
 {
 	void	   *handle = entry->rows->begin();
 	RlStateRow	row;
 	RlRowRef	ref;
+	bool		found = entry->rows->fetch(handle, &entry->key, RL_FETCH_PEEK, &row, &ref);
 
-	if (!entry->rows->fetch(handle, &entry->key, RL_FETCH_LOCK, &row, &ref))
-		elog(ERROR, "rate-limit state row vanished while locked");
 	SaveForRollback(entry);
-	SetRow(entry, &row);
-	entry->ref = ref;
+	if (found)
+	{
+		SetRow(entry, &row);
+		entry->ref = ref;
+	}
+	else
+	{
+		entry->forgotten = true;
+		entry->dirty = false;
+	}
 	entry->stale = false;
 	entry->rows->end(handle);
 }
@@ -180,11 +196,11 @@ RlCacheFind(const RlStateKey *key)
 	if (!cache_in_use)
 		return NULL;
 	entry = hash_search(cache, key, HASH_FIND, NULL);
-	if (entry == NULL || entry->forgotten)
+	if (entry == NULL)
 		return NULL;
-	if (entry->stale)
+	if (entry->stale && !entry->forgotten)
 		RefreshEntry(entry);
-	return entry;
+	return entry->forgotten ? NULL : entry;
 }
 
 void
@@ -305,6 +321,12 @@ void
 RlCacheFlushZone(int32 zone_id)
 {
 	FlushEntries(false, zone_id, true);
+}
+
+void
+RlCacheFlushAll(void)
+{
+	FlushEntries(true, 0, true);
 }
 
 static void

@@ -17,7 +17,7 @@ typedef struct CachedState
 	RlRowRef	ref;
 	const RlRowOps *rows;		/* the path that wrote it (and holds its lock) */
 	bool		dirty;			/* row is newer than what the table holds */
-	bool		stale;			/* the table's row is newer (a refill wrote it): re-read */
+	bool		stale;			/* the table's row may be newer (another statement): re-read */
 	bool		forgotten;		/* state deleted by this transaction: not a copy */
 	SubTransactionId undo_subid;	/* last subtransaction that saved an undo */
 } CachedState;
@@ -44,6 +44,13 @@ extern void RlCacheForgetZone(int32 zone_id);
  * (rl_cron_refill), under the row locks the calls hold.
  */
 extern void RlCacheFlushZone(int32 zone_id);
+
+/*
+ * The same for every zone: before another statement of this transaction
+ * reaches the state tables (state_statements.c).  A copy whose row is then
+ * found gone becomes a key without state.
+ */
+extern void RlCacheFlushAll(void);
 
 /* Whether this transaction has cached state (made a table-store call). */
 extern bool RlStateCacheInUse(void);

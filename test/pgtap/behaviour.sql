@@ -495,14 +495,14 @@ SELECT is((SELECT updated_at FROM ratelimit.token_bucket WHERE id = 'bh-clock-us
           'clock: the new row is stamped with the overridden time, to the microsecond');
 SET LOCAL ratelimit.now_override = '2026-01-01 05:30:00+05:30';
 SELECT is(rl_token_bucket('bh-clock-tz', 1, 10, 10), 0::bigint, 'clock: empty a bucket at 05:30+05:30');
+SELECT is((SELECT updated_at FROM ratelimit.token_bucket WHERE id = 'bh-clock-tz'),
+          '2026-01-01 00:00:00+00'::timestamptz,
+          'clock: the row written at the first call carries the instant of 05:30+05:30');
 SET LOCAL ratelimit.now_override = '2025-12-31 19:00:00-05';
 SELECT is(rl_token_bucket('bh-clock-tz', 1, 10), -1::bigint, 'clock: the same instant at -05 adds nothing');
 SET LOCAL ratelimit.now_override = '2026-01-01 00:00:01';
 SELECT is(rl_token_bucket('bh-clock-tz', 1, 10), 0::bigint,
           'clock: without a zone the session time zone (UTC) applies: 1 s later, a token');
-SELECT is((SELECT updated_at FROM ratelimit.token_bucket WHERE id = 'bh-clock-tz'),
-          '2026-01-01 00:00:00+00'::timestamptz,
-          'clock: the row written at the first call carries the instant of 05:30+05:30');
 
 -- The whole timestamptz range is a valid clock: a bucket idle from the
 -- first to the last representable instant (more microseconds than an
