@@ -140,10 +140,15 @@ rl_as_cluster_user() {
 	if [ "$(id -un)" = "$user" ]; then "$@"; else runuser -u "$user" -- "$@"; fi
 }
 
+# A loopback port nothing uses, below the kernel's ephemeral range: a port
+# that a client connection holds as its own end accepts no connection (the
+# probe below finds it free) but refuses the server's bind.
 rl_free_port() {
-	local port
+	local port low=32768 first=20000
+	read -r low _ 2>/dev/null </proc/sys/net/ipv4/ip_local_port_range || low=32768
+	[ "$low" -gt $(( first + 1000 )) ] 2>/dev/null || low=50000
 	for _ in $(seq 1 200); do
-		port=$(( 20000 + RANDOM % 30000 ))
+		port=$(( first + RANDOM % (low - first) ))
 		if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
 			echo "$port"; return 0
 		fi
